@@ -1,0 +1,9 @@
+"""rpa: a serving engine built around a ragged paged attention kernel with an fp8 KV cache.
+
+Arrays are numpy arrays; bfloat16 and the fp8 formats use ml_dtypes' dtypes.
+Errors from the C++ core raise ValueError with the core's message.
+"""
+
+from . import _rpa  # noqa: F401
+
+__all__ = []
