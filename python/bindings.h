@@ -6,6 +6,8 @@
 
 namespace rpa::python {
 
-void BindNumerics(pybind11::module_& m);
+void BindNumerics(pybind11::module_& m);   // bind_numerics.cc: rpa.cast
+void BindQuantize(pybind11::module_& m);   // bind_quantize.cc: rpa.quantize_kv
+void BindAttention(pybind11::module_& m);  // bind_attention.cc: rpa.ragged_paged_attention
 
 }  // namespace rpa::python

@@ -8,4 +8,6 @@ PYBIND11_MODULE(_rpa, m) {
   m.doc() = "rpa: ragged paged attention with an fp8 KV cache (C++ core)";
   pybind11::register_exception<rpa::InvalidArgument>(m, "InvalidArgument", PyExc_ValueError);
   rpa::python::BindNumerics(m);
+  rpa::python::BindQuantize(m);
+  rpa::python::BindAttention(m);
 }
