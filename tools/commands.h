@@ -18,5 +18,6 @@ struct Command {
 
 int RunVersion(Args args);
 int RunDemo(Args args);
+int RunBenchAttention(Args args);
 
 }  // namespace rpa::cli

@@ -5,5 +5,8 @@ Errors from the C++ core raise ValueError with the core's message.
 """
 
 from . import _rpa  # noqa: F401
+from ._rpa import cast, quantize_kv  # noqa: F401
+from ._rpa import ragged_paged_attention  # noqa: F401
+from ._rpa import Attention, kv_cache_dtype  # noqa: F401
 
-__all__ = []
+__all__ = ["cast", "quantize_kv", "ragged_paged_attention", "Attention", "kv_cache_dtype"]

@@ -22,7 +22,8 @@ float LoadAsF32(DType from, const void* src);
 // f32 -> one element of dtype `to` at `dst`, one rounding step.
 void StoreFromF32(DType to, float value, void* dst, Overflow overflow = Overflow::kNonSaturating);
 
-// Reference bulk conversion: element by element through f32.
+// Reference bulk conversion: element by element through f32. from == to is a plain copy
+// (NaN payloads kept, `overflow` irrelevant), as numpy's astype to the same dtype.
 void ConvertScalar(DType from, const void* src, DType to, void* dst, size_t n,
                    Overflow overflow = Overflow::kNonSaturating);
 

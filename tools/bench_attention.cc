@@ -1,0 +1,277 @@
+// `rpa bench-attention`: a llama-bench style micro-benchmark of the attention kernel, with
+// roofline figures from ceilings measured in the same process.
+//
+//   bytes moved = KV bytes read (every context token of every KV head, K and V, once)
+//               + q read + output written + new K/V written
+//   FLOPs       = 4 * D * sum over (query row, query head) of its visible KV positions
+//                 (QK^T and P.V, an FMA counted as 2)
+//   roofline    = max(bytes / read bandwidth, FLOPs / FMA peak)
+//   roofline_fraction = roofline / median measured time
+// The kernel is timed through a reused plan (RunAttention), as every layer of a serving step
+// runs it; the new K/V are written into the cache on every call, as in serving.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_plan.h"
+#include "numerics/convert.h"
+#include "tools/commands.h"
+#include "tools/roofline.h"
+#include "util/aligned_buffer.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace rpa::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: rpa bench-attention [--mode decode|prefill|mixed]\n"
+    "         [--kv-dtype bfloat16|float8_e4m3fn|float8_e5m2|float32] [--q-dtype bfloat16|float32]\n"
+    "         [--seqs N] [--ctx L] [--q-len Q] [--q-heads H] [--kv-heads K] [--head-dim D]\n"
+    "         [--page-size P] [--threads T] [--reps R] [--stream-mib M] [--json]\n"
+    "  decode: N sequences of 1 new token at context L. prefill: N sequences of Q new tokens\n"
+    "  ending at context L. mixed: the first half decode, the rest prefill, one batch.\n"
+    "  Defaults: decode bfloat16 (q bfloat16), N=8 L=4096 Q=512 H=8 K=8 D=128 P=16, T = all\n"
+    "  cores, R = as many as fit in ~2 s (at least 5), M = 1024 (read-bandwidth buffer).\n";
+
+struct Flags {
+  std::string mode = "decode";
+  DType kv_dtype = DType::kBFloat16;
+  DType q_dtype = DType::kBFloat16;
+  int64_t seqs = 8, ctx = 4096, q_len = 512, q_heads = 8, kv_heads = 8, head_dim = 128,
+          page_size = 16;
+  int threads = 0, reps = 0;
+  int64_t stream_mib = 1024;
+  bool json = false;
+};
+
+int64_t ParseInt(std::string_view flag, std::string_view text, int64_t min, int64_t max) {
+  int64_t v = 0;
+  const std::string s(text);
+  size_t used = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty() || v < min || v > max) {
+    throw InvalidArgument(Concat(flag, " expects an integer in [", min, ", ", max, "], got '",
+                                 text, "'"));
+  }
+  return v;
+}
+
+// Returns false when --help was asked for.
+bool ParseFlags(Args args, Flags& f) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "--help" || a == "-h") return false;
+    if (a == "--json") {
+      f.json = true;
+      continue;
+    }
+    if (i + 1 >= args.size()) {
+      throw InvalidArgument(Concat("unknown flag or missing value: '", a, "' (see --help)"));
+    }
+    const std::string_view v = args[++i];
+    constexpr int64_t kBig = int64_t{1} << 30;
+    if (a == "--mode") {
+      if (v != "decode" && v != "prefill" && v != "mixed") {
+        throw InvalidArgument(Concat("--mode expects decode, prefill or mixed, got '", v, "'"));
+      }
+      f.mode = std::string(v);
+    } else if (a == "--kv-dtype") {
+      const auto t = TryParseDType(v);
+      if (!t || *t == DType::kFloat16) {
+        throw InvalidArgument(Concat(
+            "--kv-dtype expects bfloat16, float8_e4m3fn, float8_e5m2 or float32, got '", v, "'"));
+      }
+      f.kv_dtype = *t;
+    } else if (a == "--q-dtype") {
+      const auto t = TryParseDType(v);
+      if (!t || (*t != DType::kBFloat16 && *t != DType::kFloat32)) {
+        throw InvalidArgument(Concat("--q-dtype expects bfloat16 or float32, got '", v, "'"));
+      }
+      f.q_dtype = *t;
+    } else if (a == "--seqs") {
+      f.seqs = ParseInt(a, v, 1, 1 << 16);
+    } else if (a == "--ctx") {
+      f.ctx = ParseInt(a, v, 1, kBig);
+    } else if (a == "--q-len") {
+      f.q_len = ParseInt(a, v, 1, kBig);
+    } else if (a == "--q-heads") {
+      f.q_heads = ParseInt(a, v, 1, 4096);
+    } else if (a == "--kv-heads") {
+      f.kv_heads = ParseInt(a, v, 1, 4096);
+    } else if (a == "--head-dim") {
+      f.head_dim = ParseInt(a, v, 1, 65536);
+    } else if (a == "--page-size") {
+      f.page_size = ParseInt(a, v, 1, 1 << 20);
+    } else if (a == "--threads") {
+      f.threads = static_cast<int>(ParseInt(a, v, 0, 4096));
+    } else if (a == "--reps") {
+      f.reps = static_cast<int>(ParseInt(a, v, 1, 1 << 20));
+    } else if (a == "--stream-mib") {
+      f.stream_mib = ParseInt(a, v, 1, 1 << 20);
+    } else {
+      throw InvalidArgument(Concat("unknown flag '", a, "' (see --help)"));
+    }
+  }
+  if (f.q_heads % f.kv_heads != 0) {
+    throw InvalidArgument(Concat("--q-heads ", f.q_heads, " must be a multiple of --kv-heads ",
+                                 f.kv_heads));
+  }
+  if (f.mode != "decode" && f.q_len > f.ctx) {
+    throw InvalidArgument(Concat("--q-len ", f.q_len, " must be <= --ctx ", f.ctx));
+  }
+  return true;
+}
+
+// A buffer of n elements of dtype t holding uniform [-1, 1) values, built from a small
+// random pattern (generating every element would dominate the run time for GiB caches).
+std::vector<uint8_t> RandomBytes(DType t, int64_t n, std::mt19937& rng) {
+  const size_t es = DTypeSize(t);
+  constexpr int64_t kPattern = 4093;  // prime, so rows do not repeat with the pattern
+  std::vector<uint8_t> pattern(kPattern * es);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (int64_t i = 0; i < kPattern; ++i) StoreFromF32(t, uni(rng), pattern.data() + i * es);
+  std::vector<uint8_t> out(n * es);
+  for (int64_t i = 0; i < n; i += kPattern) {
+    std::memcpy(out.data() + i * es, pattern.data(), std::min(kPattern, n - i) * es);
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int RunBenchAttention(Args args) {
+  Flags f;
+  if (!ParseFlags(args, f)) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  // Sequence shapes: (q_len, kv_len) per sequence, decode ones first (distribution order).
+  std::vector<std::pair<int64_t, int64_t>> seqs;
+  int64_t num_decode = 0;
+  for (int64_t i = 0; i < f.seqs; ++i) {
+    const bool decode = f.mode == "decode" || (f.mode == "mixed" && i < f.seqs / 2);
+    num_decode += decode;
+    seqs.push_back({decode ? 1 : f.q_len, f.ctx});
+  }
+  const int64_t D = f.head_dim, Hq = f.q_heads, Hkv = f.kv_heads, PS = f.page_size;
+  const int64_t pps = (f.ctx + PS - 1) / PS;
+  const int64_t num_pages = f.seqs * pps;
+  int64_t T = 0;
+  for (const auto& s : seqs) T += s.first;
+
+  std::mt19937 rng(42);
+  std::vector<uint8_t> q = RandomBytes(f.q_dtype, T * Hq * D, rng);
+  std::vector<uint8_t> k = RandomBytes(f.kv_dtype, T * Hkv * D, rng);
+  std::vector<uint8_t> v = RandomBytes(f.kv_dtype, T * Hkv * D, rng);
+  std::vector<uint8_t> cache = RandomBytes(f.kv_dtype, num_pages * PS * 2 * Hkv * D, rng);
+  std::vector<uint8_t> out(T * Hq * D * DTypeSize(f.q_dtype));
+  std::vector<int32_t> kv_lens, page_indices(num_pages), cu_q_lens = {0};
+  for (int64_t i = 0; i < num_pages; ++i) page_indices[i] = static_cast<int32_t>(i);
+  std::shuffle(page_indices.begin(), page_indices.end(), rng);  // a fragmented page pool
+  for (const auto& s : seqs) {
+    kv_lens.push_back(static_cast<int32_t>(s.second));
+    cu_q_lens.push_back(static_cast<int32_t>(cu_q_lens.back() + s.first));
+  }
+  const int32_t prefill_end = f.mode == "mixed" ? static_cast<int32_t>(num_decode)
+                                                : static_cast<int32_t>(f.seqs);
+  std::vector<int32_t> distribution = {static_cast<int32_t>(num_decode), prefill_end,
+                                       static_cast<int32_t>(f.seqs)};
+
+  const TensorView qv = TensorView::Contiguous(q.data(), f.q_dtype, {T, Hq, D});
+  const TensorView kvw = TensorView::Contiguous(k.data(), f.kv_dtype, {T, Hkv, D});
+  const TensorView vv = TensorView::Contiguous(v.data(), f.kv_dtype, {T, Hkv, D});
+  const TensorView cv =
+      TensorView::Contiguous(cache.data(), f.kv_dtype, {num_pages, PS, 2 * Hkv, D});
+  const TensorView ov = TensorView::Contiguous(out.data(), f.q_dtype, {T, Hq, D});
+  AttentionOptions options;
+  options.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  if (IsFp8(f.kv_dtype)) options.k_scale = options.v_scale = 1.0f;  // as serving passes them
+  options.num_threads = f.threads;
+  AttentionPlan plan = PlanAttention(ShapeOf(qv, kvw, cv),
+                                     {kv_lens, page_indices, cu_q_lens, distribution}, options);
+  const int threads = plan.num_workers;
+
+  // Warm up (first touch of the scratch, the pool's threads), then time.
+  for (int i = 0; i < 2; ++i) RunAttention(plan, qv, kvw, vv, cv, options, ov);
+  std::vector<double> times;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0;; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RunAttention(plan, qv, kvw, vv, cv, options, ov);
+    const auto t1 = std::chrono::steady_clock::now();
+    times.push_back(std::chrono::duration<double>(t1 - t0).count());
+    const double elapsed = std::chrono::duration<double>(t1 - start).count();
+    if (f.reps > 0 ? r + 1 >= f.reps : (r + 1 >= 5 && elapsed > 2.0)) break;
+  }
+  const double median_s = Median(times);
+
+  // Ceilings, measured after the kernel so its buffers do not compete for memory.
+  const double stream = MeasureReadBandwidth(threads, static_cast<size_t>(f.stream_mib) << 20, 5);
+  const double fma = MeasureFmaPeak(threads, 5);
+
+  const double kes = static_cast<double>(DTypeSize(f.kv_dtype));
+  const double qes = static_cast<double>(DTypeSize(f.q_dtype));
+  double kv_bytes = 0, flops = 0;
+  for (const auto& s : seqs) {
+    kv_bytes += static_cast<double>(s.second) * 2 * Hkv * D * kes;
+    // Causal: row r of q_len L at context K sees K - L + r + 1 positions.
+    const double visible = s.first * (s.second - s.first) + s.first * (s.first + 1) / 2.0;
+    flops += 4.0 * D * Hq * visible;
+  }
+  const double bytes = kv_bytes + 2.0 * T * Hq * D * qes + 2.0 * T * Hkv * D * kes;
+  const double t_mem = bytes / stream, t_fma = flops / fma;
+  const double roofline = std::max(t_mem, t_fma);
+  const double fraction = roofline / median_s;
+  const char* bound = t_mem >= t_fma ? "memory" : "compute";
+  const std::string_view kvn = DTypeName(f.kv_dtype), qn = DTypeName(f.q_dtype);
+  if (f.json) {
+    std::printf(
+        "{\"mode\": \"%s\", \"kv_dtype\": \"%.*s\", \"q_dtype\": \"%.*s\", \"seqs\": %lld, "
+        "\"ctx\": %lld, \"q_len\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, "
+        "\"head_dim\": %lld, \"page_size\": %lld, \"threads\": %d, \"reps\": %zu, "
+        "\"median_ms\": %.6g, \"min_ms\": %.6g, \"kv_bytes\": %.6g, \"kv_bytes_per_s\": %.6g, "
+        "\"bytes_moved\": %.6g, \"flops\": %.6g, \"stream_bytes_per_s\": %.6g, "
+        "\"fma_flops_per_s\": %.6g, \"roofline_ms\": %.6g, \"roofline_fraction\": %.4f, "
+        "\"bound\": \"%s\"}\n",
+        f.mode.c_str(), static_cast<int>(kvn.size()), kvn.data(), static_cast<int>(qn.size()),
+        qn.data(), static_cast<long long>(f.seqs), static_cast<long long>(f.ctx),
+        static_cast<long long>(f.mode == "decode" ? 1 : f.q_len),
+        static_cast<long long>(Hq), static_cast<long long>(Hkv), static_cast<long long>(D),
+        static_cast<long long>(PS), threads, times.size(), median_s * 1e3,
+        *std::min_element(times.begin(), times.end()) * 1e3, kv_bytes, kv_bytes / median_s,
+        bytes, flops, stream, fma, roofline * 1e3, fraction, bound);
+  } else {
+    std::printf("bench-attention %s kv=%.*s q=%.*s seqs=%lld ctx=%lld q_len=%lld heads=%lld/%lld "
+                "D=%lld page=%lld threads=%d reps=%zu\n",
+                f.mode.c_str(), static_cast<int>(kvn.size()), kvn.data(),
+                static_cast<int>(qn.size()), qn.data(), static_cast<long long>(f.seqs),
+                static_cast<long long>(f.ctx),
+                static_cast<long long>(f.mode == "decode" ? 1 : f.q_len),
+                static_cast<long long>(Hq), static_cast<long long>(Hkv),
+                static_cast<long long>(D), static_cast<long long>(PS), threads, times.size());
+    std::printf("  median %.3f ms (min %.3f)   KV read %.2f GB/s   %.1f GFLOP/s\n",
+                median_s * 1e3, *std::min_element(times.begin(), times.end()) * 1e3,
+                kv_bytes / median_s * 1e-9, flops / median_s * 1e-9);
+    std::printf("  ceilings: read %.2f GB/s, FMA %.1f GFLOP/s   roofline %.3f ms (%s-bound)\n",
+                stream * 1e-9, fma * 1e-9, roofline * 1e3, bound);
+    std::printf("  roofline_fraction %.3f\n", fraction);
+  }
+  return 0;
+}
+
+}  // namespace rpa::cli
