@@ -19,13 +19,13 @@ inline DType DTypeArg(const pybind11::handle& obj, const char* what) {
     name = obj.cast<std::string>();
   } else {
     try {
-      name = pybind11::str(pybind11::dtype::from_args(
-                               pybind11::reinterpret_borrow<pybind11::object>(obj))
-                               .attr("name"))
+      name = pybind11::str(
+                 pybind11::dtype::from_args(pybind11::reinterpret_borrow<pybind11::object>(obj))
+                     .attr("name"))
                  .cast<std::string>();
     } catch (const pybind11::error_already_set&) {
-      throw InvalidArgument(Concat(what, "=", pybind11::repr(obj).cast<std::string>(),
-                                   " is not a dtype"));
+      throw InvalidArgument(
+          Concat(what, "=", pybind11::repr(obj).cast<std::string>(), " is not a dtype"));
     }
   }
   if (auto d = TryParseDType(name)) return *d;

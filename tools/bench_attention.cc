@@ -11,6 +11,7 @@
 // runs it; the new K/V are written into the cache on every call, as in serving.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -208,21 +209,26 @@ int RunBenchAttention(Args args) {
 
   // Warm up (first touch of the scratch, the pool's threads), then time.
   for (int i = 0; i < 2; ++i) RunAttention(plan, qv, kvw, vv, cv, options, ov);
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0;; ++r) {
+    const double c0 = ProcessCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     RunAttention(plan, qv, kvw, vv, cv, options, ov);
     const auto t1 = std::chrono::steady_clock::now();
+    cpu_times.push_back((ProcessCpuSeconds() - c0) / threads);
     times.push_back(std::chrono::duration<double>(t1 - t0).count());
     const double elapsed = std::chrono::duration<double>(t1 - start).count();
     if (f.reps > 0 ? r + 1 >= f.reps : (r + 1 >= 5 && elapsed > 2.0)) break;
   }
   const double median_s = Median(times);
+  const double median_cpu_s = Median(cpu_times);
 
   // Ceilings, measured after the kernel so its buffers do not compete for memory.
-  const double stream = MeasureReadBandwidth(threads, static_cast<size_t>(f.stream_mib) << 20, 5);
-  const double fma = MeasureFmaPeak(threads, 5);
+  const Rate stream_rate =
+      MeasureReadBandwidth(threads, static_cast<size_t>(f.stream_mib) << 20, 5);
+  const Rate fma_rate = MeasureFmaPeak(threads, 5);
+  const double stream = stream_rate.per_wall_s, fma = fma_rate.per_wall_s;
 
   const double kes = static_cast<double>(DTypeSize(f.kv_dtype));
   const double qes = static_cast<double>(DTypeSize(f.q_dtype));
@@ -237,6 +243,11 @@ int RunBenchAttention(Args args) {
   const double t_mem = bytes / stream, t_fma = flops / fma;
   const double roofline = std::max(t_mem, t_fma);
   const double fraction = roofline / median_s;
+  // The same in CPU time of the workers: what the figures would be on an idle machine, as
+  // far as CPU sharing goes (memory bandwidth stays shared).
+  const double cpu_roofline =
+      std::max(bytes / stream_rate.per_cpu_s, flops / fma_rate.per_cpu_s);
+  const double cpu_fraction = cpu_roofline / median_cpu_s;
   const char* bound = t_mem >= t_fma ? "memory" : "compute";
   const std::string_view kvn = DTypeName(f.kv_dtype), qn = DTypeName(f.q_dtype);
   if (f.json) {
@@ -247,14 +258,16 @@ int RunBenchAttention(Args args) {
         "\"median_ms\": %.6g, \"min_ms\": %.6g, \"kv_bytes\": %.6g, \"kv_bytes_per_s\": %.6g, "
         "\"bytes_moved\": %.6g, \"flops\": %.6g, \"stream_bytes_per_s\": %.6g, "
         "\"fma_flops_per_s\": %.6g, \"roofline_ms\": %.6g, \"roofline_fraction\": %.4f, "
-        "\"bound\": \"%s\"}\n",
+        "\"median_cpu_ms\": %.6g, \"cpu_stream_bytes_per_s\": %.6g, "
+        "\"cpu_fma_flops_per_s\": %.6g, \"cpu_roofline_fraction\": %.4f, \"bound\": \"%s\"}\n",
         f.mode.c_str(), static_cast<int>(kvn.size()), kvn.data(), static_cast<int>(qn.size()),
         qn.data(), static_cast<long long>(f.seqs), static_cast<long long>(f.ctx),
         static_cast<long long>(f.mode == "decode" ? 1 : f.q_len),
         static_cast<long long>(Hq), static_cast<long long>(Hkv), static_cast<long long>(D),
         static_cast<long long>(PS), threads, times.size(), median_s * 1e3,
         *std::min_element(times.begin(), times.end()) * 1e3, kv_bytes, kv_bytes / median_s,
-        bytes, flops, stream, fma, roofline * 1e3, fraction, bound);
+        bytes, flops, stream, fma, roofline * 1e3, fraction, median_cpu_s * 1e3,
+        stream_rate.per_cpu_s, fma_rate.per_cpu_s, cpu_fraction, bound);
   } else {
     std::printf("bench-attention %s kv=%.*s q=%.*s seqs=%lld ctx=%lld q_len=%lld heads=%lld/%lld "
                 "D=%lld page=%lld threads=%d reps=%zu\n",
@@ -270,6 +283,10 @@ int RunBenchAttention(Args args) {
     std::printf("  ceilings: read %.2f GB/s, FMA %.1f GFLOP/s   roofline %.3f ms (%s-bound)\n",
                 stream * 1e-9, fma * 1e-9, roofline * 1e3, bound);
     std::printf("  roofline_fraction %.3f\n", fraction);
+    std::printf("  per worker CPU time: median %.3f ms, read %.2f GB/s, FMA %.1f GFLOP/s, "
+                "roofline_fraction %.3f\n",
+                median_cpu_s * 1e3, stream_rate.per_cpu_s * 1e-9, fma_rate.per_cpu_s * 1e-9,
+                cpu_fraction);
   }
   return 0;
 }

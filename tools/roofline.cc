@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "util/aligned_buffer.h"
@@ -90,9 +91,31 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 volatile float g_sink;  // keeps the measured loops' results alive
 
+// Runs body() `reps` times and returns the best rates for `units` of work per run.
+template <class Body>
+Rate BestRate(int reps, int threads, double units, const Body& body) {
+  Rate best;
+  for (int r = 0; r < reps; ++r) {
+    const double c0 = ProcessCpuSeconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    const auto t1 = std::chrono::steady_clock::now();
+    const double cpu = (ProcessCpuSeconds() - c0) / threads;
+    best.per_wall_s = std::max(best.per_wall_s, units / Seconds(t0, t1));
+    best.per_cpu_s = std::max(best.per_cpu_s, units / cpu);
+  }
+  return best;
+}
+
 }  // namespace
 
-double MeasureReadBandwidth(int threads, size_t bytes, int reps) {
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+Rate MeasureReadBandwidth(int threads, size_t bytes, int reps) {
   ThreadPool& pool = ThreadPool::Global();
   threads = std::clamp(threads, 1, pool.num_threads());
   const size_t n = bytes / sizeof(float);
@@ -102,38 +125,30 @@ double MeasureReadBandwidth(int threads, size_t bytes, int reps) {
     const size_t b = n * w / threads, e = n * (w + 1) / threads;
     for (size_t i = b; i < e; ++i) buf[i] = static_cast<float>(i & 1023);
   });
-  double best = 0;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<float> sums(threads);
-    const auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> sums(threads);
+  const Rate best = BestRate(reps, threads, static_cast<double>(n * sizeof(float)), [&] {
     pool.Run(threads, [&](int w) {
       const size_t b = n * w / threads, e = n * (w + 1) / threads;
       sums[w] = HWY_DYNAMIC_DISPATCH(SumFloats)(buf.data() + b, e - b);
     });
-    const auto t1 = std::chrono::steady_clock::now();
-    g_sink = sums[0];
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / Seconds(t0, t1));
-  }
+  });
+  g_sink = sums[0];
   return best;
 }
 
-double MeasureFmaPeak(int threads, int reps) {
+Rate MeasureFmaPeak(int threads, int reps) {
   ThreadPool& pool = ThreadPool::Global();
   threads = std::clamp(threads, 1, pool.num_threads());
   const size_t lanes = HWY_DYNAMIC_DISPATCH(FloatLanes)();
   constexpr size_t kIters = 20'000'000;  // ~0.1 s per worker at ~5e9 FMA/s per core
-  double best = 0;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<float> sums(threads);
-    const auto t0 = std::chrono::steady_clock::now();
+  const double flops = 2.0 * 12 * static_cast<double>(lanes) * kIters * threads;
+  std::vector<float> sums(threads);
+  const Rate best = BestRate(reps, threads, flops, [&] {
     pool.Run(threads, [&](int w) {
       sums[w] = HWY_DYNAMIC_DISPATCH(FmaChains)(kIters, 1.0f + static_cast<float>(w));
     });
-    const auto t1 = std::chrono::steady_clock::now();
-    g_sink = sums[0];
-    const double flops = 2.0 * 12 * static_cast<double>(lanes) * kIters * threads;
-    best = std::max(best, flops / Seconds(t0, t1));
-  }
+  });
+  g_sink = sums[0];
   return best;
 }
 

@@ -393,20 +393,20 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   const AttentionPlan& plan = *a.plan;
   const AttentionShape& sh = plan.shape;
   const int64_t D = sh.head_dim, G = sh.num_q_heads / sh.num_kv_heads, PS = sh.page_size;
-  const int64_t R = it.row_end - it.row_begin, M = R * G;
+  // Queries are ordered (head, row, group member): m = (h - head_begin) * Mh + r * G + g.
+  const int64_t Mh = (it.row_end - it.row_begin) * G;  // queries per KV head
+  const int64_t H = it.head_end - it.head_begin;
+  const int64_t M = Mh * H;
   const int32_t seq_row0 = plan.cu_q_lens[it.seq];
   const int32_t kv_len = plan.kv_lens[it.seq];
   const int32_t q_len = plan.cu_q_lens[it.seq + 1] - seq_row0;
   const int32_t offset = kv_len - q_len;  // absolute position of the sequence's first row
 
-  // Visible range of each query, clipped to the item's KV range.
+  // Visible range of each query (the same for every head), clipped to the item's KV range.
   int32_t* lo = sc.lo;
   int32_t* hi = sc.hi;
-  const TensorView& qv = a.queries;
-  const int64_t qes = static_cast<int64_t>(DTypeSize(qv.dtype));
-  for (int64_t m = 0; m < M; ++m) {
-    const int64_t r = it.row_begin + m / G, head = it.kv_head * G + m % G;
-    const int32_t pos = offset + static_cast<int32_t>(r - seq_row0);
+  for (int64_t m = 0; m < Mh; ++m) {
+    const int32_t pos = offset + static_cast<int32_t>(it.row_begin + m / G - seq_row0);
     int32_t l = 0, h = kv_len;
     if (plan.use_causal_mask) {
       h = pos + 1;
@@ -414,6 +414,12 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     }
     lo[m] = std::max(l, it.kv_begin);
     hi[m] = std::min(h, it.kv_end);
+  }
+  const TensorView& qv = a.queries;
+  const int64_t qes = static_cast<int64_t>(DTypeSize(qv.dtype));
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t mh = m % Mh;
+    const int64_t r = it.row_begin + mh / G, head = (it.head_begin + m / Mh) * G + mh % G;
     const uint8_t* src = static_cast<const uint8_t*>(qv.data) +
                          (r * qv.strides[0] + head * qv.strides[1]) * qes;
     LoadQuery(df, a, src, static_cast<size_t>(D), sc.q + m * D);
@@ -422,18 +428,20 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   }
   std::fill(sc.acc, sc.acc + M * D, 0.0f);
 
-  const int32_t kv_lo = *std::min_element(lo, lo + M);
-  const int32_t kv_hi = *std::max_element(hi, hi + M);
+  const int32_t kv_lo = *std::min_element(lo, lo + Mh);
+  const int32_t kv_hi = *std::max_element(hi, hi + Mh);
   const uint8_t* cache = static_cast<const uint8_t*>(a.kv_cache.data);
   const int64_t es = static_cast<int64_t>(DTypeSize(a.kv_cache.dtype));
-  const int64_t token_bytes = 2 * sh.num_kv_heads * D * es;  // one slot of a page
-  const int64_t head_bytes = 2 * it.kv_head * D * es;
+  const int64_t slot_bytes = 2 * sh.num_kv_heads * D * es;  // all heads of one token
+  const int64_t head_bytes = 2 * D * es;                    // K and V of one head
   const int32_t* pages = plan.page_indices.data() + it.seq * plan.pages_per_seq;
-  auto row_of = [&](int32_t t) {
-    return cache + (static_cast<int64_t>(pages[t / PS]) * PS + t % PS) * token_bytes +
-           head_bytes;
+  // Start of the item's heads in the page slot of position t.
+  auto slot_of = [&](int32_t t) {
+    return cache + (static_cast<int64_t>(pages[t / PS]) * PS + t % PS) * slot_bytes +
+           it.head_begin * head_bytes;
   };
-  const bool decode_tiles = M > kDirectMaxM;
+  const bool decode_tiles = Mh > kDirectMaxM;
+  const uint8_t* slots[kTile];
   const uint8_t* krows[kTile];
   const uint8_t* vrows[kTile];
   const uint8_t* kf_rows[kTile];
@@ -443,33 +451,45 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
   }
   const size_t ud = static_cast<size_t>(D);
-  const int64_t row_lines = (2 * D * es + 63) / 64;  // K and V of a head are adjacent
+  const int64_t span_bytes = H * head_bytes;  // contiguous bytes the item reads per token
 
-  for (int32_t t0 = kv_lo; t0 < kv_hi; t0 += kTile) {
+  // Tiles sit on a grid of kTile absolute positions, so with page_size 16 a tile is a page.
+  // Positions of the first tile before kv_lo are valid (< kv_len) and masked for every query.
+  for (int32_t t0 = kv_lo / kTile * kTile; t0 < kv_hi; t0 += kTile) {
     const int n = static_cast<int>(std::min<int32_t>(kTile, kv_hi - t0));
-    for (int t = 0; t < n; ++t) {
-      krows[t] = row_of(t0 + t);
-      vrows[t] = krows[t] + D * es;
-    }
-    // Prefetch the next tile while this one computes.
-    const int32_t next_end = std::min<int32_t>(t0 + 2 * kTile, kv_hi);
+    for (int t = 0; t < n; ++t) slots[t] = slot_of(t0 + t);
+    // Prefetch the next tile (every other line: the adjacent-line prefetcher fetches pairs).
+    static const int kTmpPf = getenv("RPA_TMP_PF") ? atoi(getenv("RPA_TMP_PF")) : 1;
+    const int32_t next_end = std::min<int32_t>(t0 + (kTmpPf + 1) * kTile, kv_hi);
+    if (kTmpPf > 1) t0 += (kTmpPf - 1) * kTile;
     for (int32_t t = t0 + kTile; t < next_end; ++t) {
-      const uint8_t* p = row_of(t);
-      for (int64_t line = 0; line < row_lines; ++line) hwy::Prefetch(p + 64 * line);
+      const uint8_t* p = slot_of(t);
+      for (int64_t b = 0; b < span_bytes; b += 128) hwy::Prefetch(p + b);
     }
-    if (decode_tiles) {
-      DecodeTile<kKind>(df, krows, n, ud, sc.kf);
-      QkTile<KvKind::kF32>(df, sc.q, M, ud, kf_rows, n, sc.s);
-    } else {
-      QkTile<kKind>(df, sc.q, M, ud, krows, n, sc.s);
-    }
-    SoftmaxTile(df, M, t0, n, lo, hi, a.has_soft_cap, a.soft_cap, sc.s, sc.mx, sc.sum, sc.alpha);
-    ScaleRows(df, M, ud, sc.alpha, sc.acc);
-    if (decode_tiles) {
-      DecodeTile<kKind>(df, vrows, n, ud, sc.vf);
-      PvTile<KvKind::kF32>(df, sc.s, M, vf_rows, n, sc.acc, ud);
-    } else {
-      PvTile<kKind>(df, sc.s, M, vrows, n, sc.acc, ud);
+    if (kTmpPf > 1) t0 -= (kTmpPf - 1) * kTile;
+    for (int64_t hh = 0; hh < H; ++hh) {
+      for (int t = 0; t < n; ++t) {
+        krows[t] = slots[t] + hh * head_bytes;
+        vrows[t] = krows[t] + D * es;
+      }
+      float* q = sc.q + hh * Mh * D;
+      float* acc = sc.acc + hh * Mh * D;
+      float* mx = sc.mx + hh * Mh;
+      float* sum = sc.sum + hh * Mh;
+      if (decode_tiles) {
+        DecodeTile<kKind>(df, krows, n, ud, sc.kf);
+        QkTile<KvKind::kF32>(df, q, Mh, ud, kf_rows, n, sc.s);
+      } else {
+        QkTile<kKind>(df, q, Mh, ud, krows, n, sc.s);
+      }
+      SoftmaxTile(df, Mh, t0, n, lo, hi, a.has_soft_cap, a.soft_cap, sc.s, mx, sum, sc.alpha);
+      ScaleRows(df, Mh, ud, sc.alpha, acc);
+      if (decode_tiles) {
+        DecodeTile<kKind>(df, vrows, n, ud, sc.vf);
+        PvTile<KvKind::kF32>(df, sc.s, Mh, vf_rows, n, acc, ud);
+      } else {
+        PvTile<kKind>(df, sc.s, Mh, vrows, n, acc, ud);
+      }
     }
   }
 
@@ -481,7 +501,8 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     return;
   }
   for (int64_t m = 0; m < M; ++m) {
-    const int64_t r = it.row_begin + m / G, head = it.kv_head * G + m % G;
+    const int64_t mh = m % Mh;
+    const int64_t r = it.row_begin + mh / G, head = (it.head_begin + m / Mh) * G + mh % G;
     const float f = Normalizer(sc.mx[m], sc.sum[m], a.sinks ? a.sinks + head : nullptr,
                                a.out_scale);
     StoreOutput(df, sc.acc + m * D, f, a.output.dtype, ud, OutputRow(a, r, head));
@@ -510,7 +531,8 @@ void MergePartials(const AttentionKernelArgs& a, const AttentionMerge& mg, Scrat
   const AttentionPlan& plan = *a.plan;
   const int64_t D = plan.shape.head_dim;
   const int64_t G = plan.shape.num_q_heads / plan.shape.num_kv_heads;
-  const int64_t M = (mg.row_end - mg.row_begin) * G;
+  const int64_t Mh = (mg.row_end - mg.row_begin) * G;
+  const int64_t M = Mh * (mg.head_end - mg.head_begin);
   const float* base = a.partials + mg.first_partial * plan.partial_stride;
   for (int64_t m = 0; m < M; ++m) {
     float gmax = -std::numeric_limits<float>::infinity();
@@ -534,7 +556,8 @@ void MergePartials(const AttentionKernelArgs& a, const AttentionMerge& mg, Scrat
       }
       for (; d < D; ++d) acc[d] += w * src[d];
     }
-    const int64_t r = mg.row_begin + m / G, head = mg.kv_head * G + m % G;
+    const int64_t mh = m % Mh;
+    const int64_t r = mg.row_begin + mh / G, head = (mg.head_begin + m / Mh) * G + mh % G;
     const float f = Normalizer(gmax, sum, a.sinks ? a.sinks + head : nullptr, a.out_scale);
     StoreOutput(df, acc, f, a.output.dtype, static_cast<size_t>(D), OutputRow(a, r, head));
   }
@@ -556,8 +579,7 @@ float KvDecodeFactor(DType cache_dtype) {
 
 void RunAttentionKernel(const AttentionKernelArgs& args) {
   const AttentionPlan& plan = *args.plan;
-  const int64_t G = plan.shape.num_q_heads / plan.shape.num_kv_heads;
-  const int64_t max_m = plan.max_rows_per_item * G;
+  const int64_t max_m = plan.max_queries_per_item;
   ThreadPool& pool = ThreadPool::Global();
   // Scratch lives per worker thread and only grows, so steady-state calls allocate nothing.
   auto scratch = [&]() -> attention_detail::Scratch& {

@@ -21,9 +21,12 @@ constexpr int64_t kItemsPerWorker = 4;
 // than it gains in balance.
 constexpr int64_t kMinChunkTokens = 256;
 constexpr int64_t kTileTokens = 16;  // chunk boundaries align to the kernel's tiles
+// Queries (rows * G * heads) per item at most when grouping KV heads: bounds the scratch
+// (2 * 256 * D floats) while covering every head of a decode step of common models.
+constexpr int64_t kMaxItemQueries = 256;
 
 struct Unit {
-  int32_t seq, kv_head, row_begin, row_end, kv_begin, kv_end;
+  int32_t seq, head_begin, head_end, row_begin, row_end, kv_begin, kv_end;
   int64_t cost;
 };
 
@@ -61,18 +64,20 @@ AttentionPlan PlanAttention(const AttentionShape& shape, const AttentionMetadata
 
   const int64_t G = shape.num_q_heads / shape.num_kv_heads;
   const int64_t rows_per_item = std::max<int64_t>(1, kTargetQueries / G);
+  const int64_t heads_per_item = std::clamp<int64_t>(
+      kMaxItemQueries / (std::min<int64_t>(rows_per_item, shape.num_tokens) * G), 1,
+      shape.num_kv_heads);
 
   // Units: (seq, kv head, row tile) with the union of their queries' visible KV ranges.
   std::vector<Unit> units;
   int64_t total_cost = 0;
-  int32_t max_rows = 1;
+  int64_t max_queries = 1;
   for (int32_t i = 0; i < plan.num_seqs; ++i) {
     const int32_t row0 = plan.cu_q_lens[i], row_end = plan.cu_q_lens[i + 1];
     const int32_t kv_len = plan.kv_lens[i];
     const int32_t offset = kv_len - (row_end - row0);
     for (int32_t r = row0; r < row_end; r += static_cast<int32_t>(rows_per_item)) {
       const int32_t r_end = static_cast<int32_t>(std::min<int64_t>(row_end, r + rows_per_item));
-      max_rows = std::max(max_rows, r_end - r);
       int32_t lo = 0, hi = kv_len;
       if (plan.use_causal_mask) {
         hi = offset + (r_end - row0);  // last row's position + 1
@@ -83,15 +88,17 @@ AttentionPlan PlanAttention(const AttentionShape& shape, const AttentionMetadata
       // Per tile of 16 tokens every query of the unit pays QK and PV: cost ~ tokens * M, plus
       // a per-token softmax term.
       const int64_t cost = static_cast<int64_t>(hi - lo) * ((r_end - r) * G + 2);
-      for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
-        units.push_back({i, h, r, r_end, lo, hi, cost});
-        total_cost += cost;
+      for (int64_t h = 0; h < shape.num_kv_heads; h += heads_per_item) {
+        const int64_t h_end = std::min(shape.num_kv_heads, h + heads_per_item);
+        max_queries = std::max(max_queries, (r_end - r) * G * (h_end - h));
+        units.push_back({i, static_cast<int32_t>(h), static_cast<int32_t>(h_end), r, r_end, lo,
+                         hi, cost * (h_end - h)});
+        total_cost += cost * (h_end - h);
       }
     }
   }
-  plan.max_rows_per_item = max_rows;
-  const int64_t max_m = max_rows * G;
-  plan.partial_stride = max_m * shape.head_dim + 2 * max_m;
+  plan.max_queries_per_item = max_queries;
+  plan.partial_stride = max_queries * shape.head_dim + 2 * max_queries;
 
   const int64_t target = plan.num_workers > 1
                              ? std::max<int64_t>(1, total_cost / (plan.num_workers * kItemsPerWorker))
@@ -105,16 +112,18 @@ AttentionPlan PlanAttention(const AttentionShape& shape, const AttentionMetadata
       chunks = std::min((u.cost + target - 1) / target, std::max<int64_t>(1, len / kMinChunkTokens));
     }
     if (chunks <= 1) {
-      items.push_back({u.cost, {u.seq, u.kv_head, u.row_begin, u.row_end, u.kv_begin, u.kv_end, -1}});
+      items.push_back({u.cost, {u.seq, u.head_begin, u.head_end, u.row_begin, u.row_end,
+                                u.kv_begin, u.kv_end, -1}});
       continue;
     }
     const int64_t chunk_len = ((len + chunks - 1) / chunks + kTileTokens - 1) / kTileTokens * kTileTokens;
-    AttentionMerge merge{u.seq, u.kv_head, u.row_begin, u.row_end, num_partials, 0};
+    AttentionMerge merge{u.seq,         u.head_begin, u.head_end, u.row_begin,
+                         u.row_end,     num_partials, 0};
     for (int64_t b = u.kv_begin; b < u.kv_end; b += chunk_len) {
       const int32_t e = static_cast<int32_t>(std::min<int64_t>(u.kv_end, b + chunk_len));
       items.push_back({u.cost * (e - b) / len,
-                       {u.seq, u.kv_head, u.row_begin, u.row_end, static_cast<int32_t>(b), e,
-                        num_partials++}});
+                       {u.seq, u.head_begin, u.head_end, u.row_begin, u.row_end,
+                        static_cast<int32_t>(b), e, num_partials++}});
       ++merge.num_partials;
     }
     plan.merges.push_back(merge);

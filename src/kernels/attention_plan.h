@@ -5,13 +5,14 @@
 //   AttentionPlan plan = PlanAttention(shape, metadata, options);   // validates metadata
 //   for (layer ...) RunAttention(plan, q, k, v, kv_cache[layer], options, out);
 //
-// Work split. Each item covers one KV head and a tile of query rows of one sequence, so
-// every K/V byte it reads serves all G = Hq/Hkv query heads of that KV head and every row
-// of the tile. The rows of a tile are few enough that the f32 accumulators (M = rows * G
-// vectors of D floats) stay in L1/L2. When there are too few items for the workers (e.g. a
-// few long decode sequences), an item's KV range is split into chunks, each producing a
-// partial softmax state (max, sum, accumulator) that a merge step combines; so one long
-// sequence still uses every core.
+// Work split. Each item covers a tile of query rows of one sequence and a range of KV heads
+// (all of them unless that makes too many queries), so every K/V byte it reads serves all
+// G = Hq/Hkv query heads of its KV head and every row of the tile, and page slots are read
+// front to back. Rows per tile keep the f32 queries and accumulators (M = rows * G per head,
+// D floats each) in L1/L2. When there are too few items for the workers (e.g. a few long
+// decode sequences), an item's KV range is split into chunks, each producing a partial
+// softmax state (max, sum, accumulator) that a merge step combines; so one long sequence
+// still uses every core.
 //
 // A plan holds copies of the validated metadata, so nothing a caller changes afterwards
 // can make a run read or write outside its views. Thread safety: a plan may be used by one
@@ -37,21 +38,24 @@ struct AttentionShape {
   int64_t num_pages = 0;     // NP
 };
 
-// One unit of work: query rows [row_begin, row_end) (absolute rows of q) of sequence `seq`
-// against KV positions [kv_begin, kv_end) of kv head `kv_head`.
+// One unit of work: query rows [row_begin, row_end) (absolute rows of q) of sequence `seq`,
+// for KV heads [head_begin, head_end) and their query heads, against KV positions
+// [kv_begin, kv_end). Spanning several heads lets an item read each page slot (all heads of
+// a token are adjacent) as one contiguous stream, which the hardware prefetchers follow;
+// per-head items would read 2*D-element slivers at a stride of 2*Hkv*D.
 struct AttentionWorkItem {
   int32_t seq;
-  int32_t kv_head;
+  int32_t head_begin, head_end;
   int32_t row_begin, row_end;
   int32_t kv_begin, kv_end;
   int32_t partial;  // -1: finalize into the output; else the partial-state slot it fills
 };
 
-// The partial states [first_partial, first_partial + num_partials) of one (seq, kv head,
-// row tile), combined into output rows [row_begin, row_end).
+// The partial states [first_partial, first_partial + num_partials) of one split (seq, head
+// range, row tile), combined into output rows [row_begin, row_end).
 struct AttentionMerge {
   int32_t seq;
-  int32_t kv_head;
+  int32_t head_begin, head_end;
   int32_t row_begin, row_end;
   int32_t first_partial, num_partials;
 };
@@ -70,8 +74,8 @@ struct AttentionPlan {
 
   std::vector<AttentionWorkItem> items;  // in decreasing cost, the order workers take them
   std::vector<AttentionMerge> merges;
-  int32_t max_rows_per_item = 1;   // bounds M = rows * G for the scratch sizes
-  int64_t partial_stride = 0;      // floats per partial slot: M * D accumulators + 2 * M
+  int64_t max_queries_per_item = 1;  // rows * heads * G: bounds the scratch sizes
+  int64_t partial_stride = 0;  // floats per partial slot: M * D accumulators + 2 * M
   AlignedBuffer<float> partials;   // [num_partial_slots, partial_stride]
 };
 

@@ -9,7 +9,6 @@
 
 #include <cmath>
 
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/quantize_kv.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -33,11 +32,16 @@ void QuantizeLoop(const void* src, void* dst, size_t n, float scale) {
 template <DType kTo>
 void QuantizeFrom(DType from, const void* src, void* dst, size_t n, float scale) {
   switch (from) {
-    case DType::kFloat32: return QuantizeLoop<DType::kFloat32, kTo>(src, dst, n, scale);
-    case DType::kBFloat16: return QuantizeLoop<DType::kBFloat16, kTo>(src, dst, n, scale);
-    case DType::kFloat16: return QuantizeLoop<DType::kFloat16, kTo>(src, dst, n, scale);
-    case DType::kFloat8E4M3FN: return QuantizeLoop<DType::kFloat8E4M3FN, kTo>(src, dst, n, scale);
-    case DType::kFloat8E5M2: return QuantizeLoop<DType::kFloat8E5M2, kTo>(src, dst, n, scale);
+    case DType::kFloat32:
+      return QuantizeLoop<DType::kFloat32, kTo>(src, dst, n, scale);
+    case DType::kBFloat16:
+      return QuantizeLoop<DType::kBFloat16, kTo>(src, dst, n, scale);
+    case DType::kFloat16:
+      return QuantizeLoop<DType::kFloat16, kTo>(src, dst, n, scale);
+    case DType::kFloat8E4M3FN:
+      return QuantizeLoop<DType::kFloat8E4M3FN, kTo>(src, dst, n, scale);
+    case DType::kFloat8E5M2:
+      return QuantizeLoop<DType::kFloat8E5M2, kTo>(src, dst, n, scale);
   }
 }
 
@@ -72,8 +76,7 @@ void CheckFp8(DType cache_dtype) {
 
 void CheckScale(const char* name, float scale) {
   if (!std::isfinite(scale) || !(scale > 0.0f)) {
-    throw InvalidArgument(
-        Concat("quantize_kv: ", name, "=", scale, " must be finite and > 0"));
+    throw InvalidArgument(Concat("quantize_kv: ", name, "=", scale, " must be finite and > 0"));
   }
 }
 
@@ -82,8 +85,8 @@ void CheckContiguous(const char* name, const TensorView& t) {
     throw InvalidArgument(Concat("quantize_kv: ", name, " has no data but shape ", t.shape_str()));
   }
   if (!t.is_contiguous()) {
-    throw InvalidArgument(Concat("quantize_kv: ", name, " with shape ", t.shape_str(),
-                                 " must be contiguous"));
+    throw InvalidArgument(
+        Concat("quantize_kv: ", name, " with shape ", t.shape_str(), " must be contiguous"));
   }
 }
 
@@ -134,8 +137,8 @@ void QuantizeKv(DType cache_dtype, const TensorView& key, const TensorView& valu
   CheckContiguous("value_out", value_out);
   const auto n = static_cast<size_t>(key.numel());
   HWY_DYNAMIC_DISPATCH(QuantizeSimd)(key.dtype, key.data, cache_dtype, key_out.data, n, k_scale);
-  HWY_DYNAMIC_DISPATCH(QuantizeSimd)(value.dtype, value.data, cache_dtype, value_out.data, n,
-                                     v_scale);
+  HWY_DYNAMIC_DISPATCH(QuantizeSimd)
+  (value.dtype, value.data, cache_dtype, value_out.data, n, v_scale);
 }
 
 }  // namespace rpa

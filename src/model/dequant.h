@@ -18,6 +18,7 @@
 
 #include "model/ggml_type.h"
 #include "model/gguf.h"
+#include "numerics/dtype.h"
 
 namespace rpa {
 
@@ -28,6 +29,11 @@ bool IsDequantizable(GgmlType type);
 // Throws rpa::InvalidArgument when `type` is not dequantizable or `n` is negative or not a
 // multiple of the type's block size. REQUIRES: src holds n / block_size * type_size bytes.
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
+
+// As DequantizeRow, but stores dtype `to`: each f32 value rounded once, to nearest even
+// (numerics/convert.h, non-saturating), e.g. to bfloat16 weights for a bf16 GEMM.
+// dst holds n elements of `to`.
+void DequantizeRowTo(GgmlType type, const void* src, DType to, void* dst, int64_t n);
 
 // The whole tensor as f32, row-major: [num_rows, row_length].
 std::vector<float> DequantizeTensor(const GgufTensorInfo& tensor);

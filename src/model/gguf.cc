@@ -294,7 +294,8 @@ void GgufFile::ParseAll() {
     if (a->type != GgufValueType::kU32) FailKey("general.alignment", *a, "u32");
     alignment_ = LoadLE<uint32_t>(a->data);
     if (alignment_ == 0 || !std::has_single_bit(alignment_)) {
-      c.Fail(0, "general.alignment = ", alignment_, " is not a power of two");
+      c.Fail(static_cast<uint64_t>(a->data - bytes_.data()), "general.alignment = ", alignment_,
+             " is not a power of two");
     }
   }
 

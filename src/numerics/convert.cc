@@ -6,9 +6,9 @@
 // through f32 rounds once, exactly as ConvertScalar does. Memory traffic is one read of
 // the source and one write of the destination; nothing is staged except the tail, which
 // goes through a stack copy so no byte outside [0, n) is touched.
-#include <cstring>
-
 #include "numerics/convert.h"
+
+#include <cstring>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "numerics/convert.cc"
@@ -54,27 +54,34 @@ void ConvertTo(const void* src, void* dst, size_t n, Overflow overflow) {
 template <DType kFrom>
 void ConvertFrom(const void* src, DType to, void* dst, size_t n, Overflow overflow) {
   switch (to) {
-    case DType::kFloat32: return ConvertTo<kFrom, DType::kFloat32>(src, dst, n, overflow);
-    case DType::kBFloat16: return ConvertTo<kFrom, DType::kBFloat16>(src, dst, n, overflow);
-    case DType::kFloat16: return ConvertTo<kFrom, DType::kFloat16>(src, dst, n, overflow);
+    case DType::kFloat32:
+      return ConvertTo<kFrom, DType::kFloat32>(src, dst, n, overflow);
+    case DType::kBFloat16:
+      return ConvertTo<kFrom, DType::kBFloat16>(src, dst, n, overflow);
+    case DType::kFloat16:
+      return ConvertTo<kFrom, DType::kFloat16>(src, dst, n, overflow);
     case DType::kFloat8E4M3FN:
       return ConvertTo<kFrom, DType::kFloat8E4M3FN>(src, dst, n, overflow);
-    case DType::kFloat8E5M2: return ConvertTo<kFrom, DType::kFloat8E5M2>(src, dst, n, overflow);
+    case DType::kFloat8E5M2:
+      return ConvertTo<kFrom, DType::kFloat8E5M2>(src, dst, n, overflow);
   }
 }
 
 }  // namespace
 
 // REQUIRES: from != to (a copy, done by the caller).
-void ConvertSimd(DType from, const void* src, DType to, void* dst, size_t n,
-                 Overflow overflow) {
+void ConvertSimd(DType from, const void* src, DType to, void* dst, size_t n, Overflow overflow) {
   switch (from) {
-    case DType::kFloat32: return ConvertFrom<DType::kFloat32>(src, to, dst, n, overflow);
-    case DType::kBFloat16: return ConvertFrom<DType::kBFloat16>(src, to, dst, n, overflow);
-    case DType::kFloat16: return ConvertFrom<DType::kFloat16>(src, to, dst, n, overflow);
+    case DType::kFloat32:
+      return ConvertFrom<DType::kFloat32>(src, to, dst, n, overflow);
+    case DType::kBFloat16:
+      return ConvertFrom<DType::kBFloat16>(src, to, dst, n, overflow);
+    case DType::kFloat16:
+      return ConvertFrom<DType::kFloat16>(src, to, dst, n, overflow);
     case DType::kFloat8E4M3FN:
       return ConvertFrom<DType::kFloat8E4M3FN>(src, to, dst, n, overflow);
-    case DType::kFloat8E5M2: return ConvertFrom<DType::kFloat8E5M2>(src, to, dst, n, overflow);
+    case DType::kFloat8E5M2:
+      return ConvertFrom<DType::kFloat8E5M2>(src, to, dst, n, overflow);
   }
 }
 

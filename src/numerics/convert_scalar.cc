@@ -23,8 +23,10 @@ float LoadAsF32(DType from, const void* src) {
       std::memcpy(&c, src, 2);
       return F16ToF32(c);
     }
-    case DType::kFloat8E4M3FN: return E4M3FNToF32(*static_cast<const uint8_t*>(src));
-    case DType::kFloat8E5M2: return E5M2ToF32(*static_cast<const uint8_t*>(src));
+    case DType::kFloat8E4M3FN:
+      return E4M3FNToF32(*static_cast<const uint8_t*>(src));
+    case DType::kFloat8E5M2:
+      return E5M2ToF32(*static_cast<const uint8_t*>(src));
   }
   throw InvalidArgument("LoadAsF32: invalid dtype");
 }
@@ -55,8 +57,7 @@ void StoreFromF32(DType to, float value, void* dst, Overflow overflow) {
   throw InvalidArgument("StoreFromF32: invalid dtype");
 }
 
-void ConvertScalar(DType from, const void* src, DType to, void* dst, size_t n,
-                   Overflow overflow) {
+void ConvertScalar(DType from, const void* src, DType to, void* dst, size_t n, Overflow overflow) {
   if (from == to) {  // the identity, NaN payloads included (as numpy's astype)
     if (n != 0 && src != dst) std::memmove(dst, src, n * DTypeSize(from));
     return;
@@ -64,7 +65,8 @@ void ConvertScalar(DType from, const void* src, DType to, void* dst, size_t n,
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   const size_t ss = DTypeSize(from), ds = DTypeSize(to);
-  for (size_t i = 0; i < n; ++i) StoreFromF32(to, LoadAsF32(from, s + i * ss), d + i * ds, overflow);
+  for (size_t i = 0; i < n; ++i)
+    StoreFromF32(to, LoadAsF32(from, s + i * ss), d + i * ds, overflow);
 }
 
 }  // namespace rpa

@@ -172,8 +172,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeNarrowBits(DF df, hn::Vec<DF> v
   const auto lsb = hn::And(hn::ShiftRight<kDrop>(abs), hn::Set(du, 1u));
   const auto rounded =
       hn::ShiftRight<kDrop>(hn::Add(abs, hn::Add(hn::Set(du, (1u << (kDrop - 1)) - 1u), lsb)));
-  const auto normal =
-      hn::Sub(hn::BitCast(di, rounded), hn::Set(di, (127 - Fmt::bias) << Fmt::man));
+  const auto normal = hn::Sub(hn::BitCast(di, rounded), hn::Set(di, (127 - Fmt::bias) << Fmt::man));
 
   // C = 2^(emin - man + 23) has ulp 2^(emin - man), the format's subnormal spacing.
   constexpr int kEmin = 1 - Fmt::bias;
@@ -182,8 +181,8 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeNarrowBits(DF df, hn::Vec<DF> v
   const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::Abs(v), c)), hn::BitCast(di, c));
   const uint32_t min_normal_bits = static_cast<uint32_t>(kEmin + 127) << 23;
   const auto abs_i = hn::BitCast(di, abs);
-  auto code = hn::IfThenElse(hn::Lt(abs_i, hn::Set(di, static_cast<int32_t>(min_normal_bits))),
-                             sub, normal);
+  auto code = hn::IfThenElse(hn::Lt(abs_i, hn::Set(di, static_cast<int32_t>(min_normal_bits))), sub,
+                             normal);
 
   const int32_t on_overflow = static_cast<int32_t>(kSaturate ? Fmt::max_code : Fmt::overflow_code);
   code = hn::IfThenElse(hn::Gt(code, hn::Set(di, static_cast<int32_t>(Fmt::max_code))),
@@ -205,16 +204,16 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeBF16Bits(DF df, hn::Vec<DF> v) 
   const hn::RebindToUnsigned<DF> du;
   const auto bits = hn::BitCast(du, v);
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  auto code = hn::BitCast(
-      di, hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb))));
+  auto code =
+      hn::BitCast(di, hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb))));
   const auto sign16 = hn::BitCast(di, hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u)));
   const auto abs_i = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7FFFFFFFu)));
   if (kSaturate) {
     const auto is_inf = hn::Eq(hn::And(code, hn::Set(di, 0x7FFF)), hn::Set(di, 0x7F80));
     code = hn::IfThenElse(is_inf, hn::Or(sign16, hn::Set(di, 0x7F7F)), code);
   }
-  return hn::IfThenElse(hn::Gt(abs_i, hn::Set(di, 0x7F800000)),
-                        hn::Or(sign16, hn::Set(di, 0x7FC0)), code);
+  return hn::IfThenElse(hn::Gt(abs_i, hn::Set(di, 0x7F800000)), hn::Or(sign16, hn::Set(di, 0x7FC0)),
+                        code);
 }
 
 template <bool kSaturate, class DF>
@@ -310,21 +309,25 @@ HWY_INLINE void DecodeSpanAs(DF df, const void* src, float* dst, size_t n) {
 // n f32 at src -> n elements of dtype kTo, one rounding each.
 template <DType kTo, bool kSaturate, class DF>
 HWY_INLINE void EncodeSpanAs(DF df, const float* src, void* dst, size_t n) {
-  ForEachChunk<sizeof(float), DTypeSize(kTo)>(
-      df, src, dst, n, [df](const uint8_t* s, uint8_t* d) {
-        EncodeAs<kTo, kSaturate>(df, hn::LoadU(df, reinterpret_cast<const float*>(s)), d);
-      });
+  ForEachChunk<sizeof(float), DTypeSize(kTo)>(df, src, dst, n, [df](const uint8_t* s, uint8_t* d) {
+    EncodeAs<kTo, kSaturate>(df, hn::LoadU(df, reinterpret_cast<const float*>(s)), d);
+  });
 }
 
 // Runtime-dtype span forms: a switch, then the loops above.
 template <class DF>
 HWY_INLINE void DecodeToF32(DF df, DType from, const void* src, float* dst, size_t n) {
   switch (from) {
-    case DType::kFloat32: return DecodeSpanAs<DType::kFloat32>(df, src, dst, n);
-    case DType::kBFloat16: return DecodeSpanAs<DType::kBFloat16>(df, src, dst, n);
-    case DType::kFloat16: return DecodeSpanAs<DType::kFloat16>(df, src, dst, n);
-    case DType::kFloat8E4M3FN: return DecodeSpanAs<DType::kFloat8E4M3FN>(df, src, dst, n);
-    case DType::kFloat8E5M2: return DecodeSpanAs<DType::kFloat8E5M2>(df, src, dst, n);
+    case DType::kFloat32:
+      return DecodeSpanAs<DType::kFloat32>(df, src, dst, n);
+    case DType::kBFloat16:
+      return DecodeSpanAs<DType::kBFloat16>(df, src, dst, n);
+    case DType::kFloat16:
+      return DecodeSpanAs<DType::kFloat16>(df, src, dst, n);
+    case DType::kFloat8E4M3FN:
+      return DecodeSpanAs<DType::kFloat8E4M3FN>(df, src, dst, n);
+    case DType::kFloat8E5M2:
+      return DecodeSpanAs<DType::kFloat8E5M2>(df, src, dst, n);
   }
 }
 
@@ -332,7 +335,8 @@ template <class DF>
 HWY_INLINE void EncodeFromF32(DF df, const float* src, DType to, void* dst, size_t n,
                               bool saturate) {
   switch (to) {
-    case DType::kFloat32: return EncodeSpanAs<DType::kFloat32, false>(df, src, dst, n);
+    case DType::kFloat32:
+      return EncodeSpanAs<DType::kFloat32, false>(df, src, dst, n);
     case DType::kBFloat16:
       return saturate ? EncodeSpanAs<DType::kBFloat16, true>(df, src, dst, n)
                       : EncodeSpanAs<DType::kBFloat16, false>(df, src, dst, n);

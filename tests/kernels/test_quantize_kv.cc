@@ -2,8 +2,6 @@
 // infinite input never yields NaN/Inf), bit-exactness against the scalar formulation
 // cast(clip(x / scale, -max, max)) for every source dtype, fp8 format, a range of scales
 // and every SIMD target, and the validation messages.
-#include "kernels/quantize_kv.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/quantize_kv.h"
 #include "numerics/convert.h"
 #include "numerics/scalar_codec.h"
 #include "tests/numerics/target_loop.h"
@@ -33,14 +32,31 @@ uint8_t ReferenceQuantize(float x, float scale, DType fp8) {
 }
 
 std::vector<float> TestInputs(size_t n, uint32_t seed) {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 448.0f, 464.0f, 465.0f, 1000.0f, -1e30f,
-                          57344.0f, 61440.0f, 1e38f, INFINITY, -INFINITY, NAN, -NAN,
-                          std::ldexp(1.0f, -10), std::ldexp(3.0f, -17), 1e-40f};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          448.0f,
+                          464.0f,
+                          465.0f,
+                          1000.0f,
+                          -1e30f,
+                          57344.0f,
+                          61440.0f,
+                          1e38f,
+                          INFINITY,
+                          -INFINITY,
+                          NAN,
+                          -NAN,
+                          std::ldexp(1.0f, -10),
+                          std::ldexp(3.0f, -17),
+                          1e-40f};
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   while (v.size() < n) {
     const uint32_t r = rng();
-    v.push_back(r % 5 == 0 ? F32FromBits(rng()) : std::ldexp(normal(rng), static_cast<int>(r % 40) - 20));
+    v.push_back(r % 5 == 0 ? F32FromBits(rng())
+                           : std::ldexp(normal(rng), static_cast<int>(r % 40) - 20));
   }
   v.resize(n);
   return v;
@@ -74,7 +90,8 @@ TEST(QuantizeKvTest, NoNaNOrInfFromNonNaNInput) {
           EXPECT_TRUE(std::isnan(back)) << i;
           EXPECT_EQ(std::signbit(back), std::signbit(in[i])) << i;
         } else {
-          ASSERT_TRUE(std::isfinite(back)) << DTypeName(fp8) << " input " << in[i] << " scale " << scale;
+          ASSERT_TRUE(std::isfinite(back))
+              << DTypeName(fp8) << " input " << in[i] << " scale " << scale;
           EXPECT_LE(std::fabs(back), GetFInfo(fp8).max);
         }
       }
@@ -165,27 +182,37 @@ TEST(QuantizeKvTest, ValidationMessagesNameTheOffendingValues) {
   const auto ko_v = TensorView::Contiguous(ko, DType::kFloat8E4M3FN, {2, 3, 4});
   const auto vo_v = TensorView::Contiguous(vo, DType::kFloat8E4M3FN, {2, 3, 4});
 
-  EXPECT_PRED2(Contains, ErrorOf([&] { QuantizeKv(DType::kBFloat16, key, value, 1, 1, ko_v, vo_v); }),
-              std::string("cache_dtype=bfloat16 is not an fp8 dtype"));
-  EXPECT_PRED2(Contains, ErrorOf([&] {
-                QuantizeSpan(DType::kFloat32, k, DType::kFloat16, ko, 1, 1.0f);
-              }),
-              std::string("cache_dtype=float16"));
+  EXPECT_PRED2(Contains,
+               ErrorOf([&] { QuantizeKv(DType::kBFloat16, key, value, 1, 1, ko_v, vo_v); }),
+               std::string("cache_dtype=bfloat16 is not an fp8 dtype"));
+  EXPECT_PRED2(Contains,
+               ErrorOf([&] { QuantizeSpan(DType::kFloat32, k, DType::kFloat16, ko, 1, 1.0f); }),
+               std::string("cache_dtype=float16"));
   for (float bad : {0.0f, -1.0f, INFINITY, NAN}) {
-    EXPECT_PRED2(Contains, ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value, bad, 1, ko_v, vo_v); }),
-                std::string("k_scale=")) << bad;
-    EXPECT_PRED2(Contains, ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value, 1, bad, ko_v, vo_v); }),
-                std::string("must be finite and > 0")) << bad;
+    EXPECT_PRED2(Contains,
+                 ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value, bad, 1, ko_v, vo_v); }),
+                 std::string("k_scale="))
+        << bad;
+    EXPECT_PRED2(Contains,
+                 ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value, 1, bad, ko_v, vo_v); }),
+                 std::string("must be finite and > 0"))
+        << bad;
   }
   const auto value_short = TensorView::Contiguous(v, DType::kFloat32, {2, 3, 3});
-  EXPECT_PRED2(Contains, ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value_short, 1, 1, ko_v, vo_v); }),
-              std::string("Expected k.shape=(2, 3, 4) to be equal to v.shape=(2, 3, 3)"));
+  EXPECT_PRED2(Contains, ErrorOf([&] {
+                 QuantizeKv(DType::kFloat8E4M3FN, key, value_short, 1, 1, ko_v, vo_v);
+               }),
+               std::string("Expected k.shape=(2, 3, 4) to be equal to v.shape=(2, 3, 3)"));
   const auto ko_wrong_dtype = TensorView::Contiguous(ko, DType::kFloat8E5M2, {2, 3, 4});
-  EXPECT_PRED2(Contains, ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value, 1, 1, ko_wrong_dtype, vo_v); }),
-              std::string("key_out=float8_e5m2"));
+  EXPECT_PRED2(Contains, ErrorOf([&] {
+                 QuantizeKv(DType::kFloat8E4M3FN, key, value, 1, 1, ko_wrong_dtype, vo_v);
+               }),
+               std::string("key_out=float8_e5m2"));
   const auto ko_wrong_shape = TensorView::Contiguous(ko, DType::kFloat8E4M3FN, {3, 2, 4});
-  EXPECT_PRED2(Contains, ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value, 1, 1, ko_wrong_shape, vo_v); }),
-              std::string("key_out=(3, 2, 4)"));
+  EXPECT_PRED2(Contains, ErrorOf([&] {
+                 QuantizeKv(DType::kFloat8E4M3FN, key, value, 1, 1, ko_wrong_shape, vo_v);
+               }),
+               std::string("key_out=(3, 2, 4)"));
   TensorView strided = key;
   strided.shape = {2, 3, 2, 0};
   strided.strides = {12, 4, 2, 0};  // every other element of the last axis
@@ -195,9 +222,9 @@ TEST(QuantizeKvTest, ValidationMessagesNameTheOffendingValues) {
   auto ko_small = TensorView::Contiguous(ko, DType::kFloat8E4M3FN, {2, 3, 2});
   auto vo_small = TensorView::Contiguous(vo, DType::kFloat8E4M3FN, {2, 3, 2});
   EXPECT_PRED2(Contains, ErrorOf([&] {
-                QuantizeKv(DType::kFloat8E4M3FN, strided, strided_v, 1, 1, ko_small, vo_small);
-              }),
-              std::string("key with shape (2, 3, 2) must be contiguous"));
+                 QuantizeKv(DType::kFloat8E4M3FN, strided, strided_v, 1, 1, ko_small, vo_small);
+               }),
+               std::string("key with shape (2, 3, 2) must be contiguous"));
   // And nothing is thrown for valid input.
   EXPECT_EQ(ErrorOf([&] { QuantizeKv(DType::kFloat8E4M3FN, key, value, 1, 1, ko_v, vo_v); }), "");
 }

@@ -78,6 +78,10 @@ struct Fp8Case {
   DType activation;
 };
 
+void PrintTo(const Fp8Case& c, std::ostream* os) {
+  *os << c.kv_cache_dtype << " with " << DTypeName(c.activation) << " activations";
+}
+
 class Fp8ServingPathTest : public ::testing::TestWithParam<Fp8Case> {};
 
 // Tests 1 (e4m3fn, via "fp8" and "fp8_e4m3") and 2 (e5m2): one backend call whose K/V are
@@ -119,12 +123,20 @@ INSTANTIATE_TEST_SUITE_P(
                       Fp8Case{"fp8_e4m3", DType::kFloat8E4M3FN, DType::kBFloat16},
                       Fp8Case{"fp8", DType::kFloat8E4M3FN, DType::kBFloat16},
                       Fp8Case{"fp8_e5m2", DType::kFloat8E5M2, DType::kFloat32},
-                      Fp8Case{"fp8_e5m2", DType::kFloat8E5M2, DType::kBFloat16}));
+                      Fp8Case{"fp8_e5m2", DType::kFloat8E5M2, DType::kBFloat16}),
+    [](const ::testing::TestParamInfo<Fp8Case>& info) {
+      return std::string(info.param.kv_cache_dtype) + "_" +
+             std::string(DTypeName(info.param.activation));
+    });
 
 struct PlainCase {
   const char* kv_cache_dtype;
   DType activation;
 };
+
+void PrintTo(const PlainCase& c, std::ostream* os) {
+  *os << c.kv_cache_dtype << " with " << DTypeName(c.activation) << " activations";
+}
 
 class PlainServingPathTest : public ::testing::TestWithParam<PlainCase> {};
 
@@ -163,7 +175,11 @@ TEST_P(PlainServingPathTest, KvAreTheProjectionsAndScalesUnset) {
 INSTANTIATE_TEST_SUITE_P(CacheAndActivationDtypes, PlainServingPathTest,
                          ::testing::Values(PlainCase{"bfloat16", DType::kBFloat16},
                                            PlainCase{"auto", DType::kBFloat16},
-                                           PlainCase{"auto", DType::kFloat32}));
+                                           PlainCase{"auto", DType::kFloat32}),
+                         [](const ::testing::TestParamInfo<PlainCase>& info) {
+                           return std::string(info.param.kv_cache_dtype) + "_" +
+                                  std::string(DTypeName(info.param.activation));
+                         });
 
 // f32 activations over a bf16 cache: a plain round-to-nearest-even cast, still no scales.
 TEST(ServingPathTest, Float32ActivationsOverBf16CacheCastWithoutScales) {
@@ -226,7 +242,10 @@ TEST_P(SaturationTest, OutOfRangeKvSaturateToFormatMax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp8Formats, SaturationTest,
-                         ::testing::Values(DType::kFloat8E4M3FN, DType::kFloat8E5M2));
+                         ::testing::Values(DType::kFloat8E4M3FN, DType::kFloat8E5M2),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
 
 // Test 5 (the backend's view): a KV-shared layer over an fp8 cache still hands fp8 K/V
 // (so the kernel's dtype check passes) and asks the kernel not to write.
@@ -279,7 +298,10 @@ TEST_P(CalibratedScalesTest, ScalesFlowUnchangedAndChangeTheBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp8Formats, CalibratedScalesTest,
-                         ::testing::Values(DType::kFloat8E4M3FN, DType::kFloat8E5M2));
+                         ::testing::Values(DType::kFloat8E4M3FN, DType::kFloat8E5M2),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
 
 // A bad scale on the layer's cache is refused before anything reaches the kernel.
 TEST(ServingPathTest, NonPositiveScaleIsRefused) {

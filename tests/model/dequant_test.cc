@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "numerics/convert.h"
+
 namespace rpa {
 namespace {
 
@@ -137,6 +139,42 @@ TEST(DequantTest, PlainTypes) {
   const uint16_t bf[2] = {0x3F80 /* 1 */, 0xC040 /* -3 */};
   std::memcpy(b.data(), bf, 4);
   EXPECT_EQ(Dequant(GgmlType::kBF16, b, 2), (std::vector<float>{1.0f, -3.0f}));
+}
+
+// DequantizeRowTo = DequantizeRow, then one rounding per value (checked with the scalar
+// reference conversion), across several 256-value chunks and a partial last chunk.
+TEST(DequantTest, RowToNarrowTypesRoundsTheF32Values) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF16, GgmlType::kQ6_K}) {
+    const GgmlTypeTraits& t = GetGgmlTypeTraits(type);
+    const int64_t n = type == GgmlType::kQ8_0 || type == GgmlType::kF16 ? 800 : 768;
+    std::vector<uint8_t> raw(static_cast<size_t>(n / t.block_size * t.type_size));
+    uint32_t state = 12345;
+    for (uint8_t& b : raw) b = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+    // Make the f16 scales moderate: high byte 0x2C | sign | top mantissa bits gives
+    // |d| in [2^-4, 2^-3), so products stay finite and non-trivial.
+    if (type != GgmlType::kF16) {
+      for (size_t blk = 0; blk < raw.size() / t.type_size; ++blk) {
+        const size_t at = blk * t.type_size + (type == GgmlType::kQ6_K ? 208 : 0);
+        raw[at + 1] = static_cast<uint8_t>(0x2C | (raw[at + 1] & 0x83));
+        if (type == GgmlType::kQ4_K)
+          raw[at + 3] = static_cast<uint8_t>(0x2C | (raw[at + 3] & 0x83));
+      }
+    }
+    std::vector<float> f32(static_cast<size_t>(n));
+    DequantizeRow(type, raw.data(), f32.data(), n);
+    for (DType to : {DType::kBFloat16, DType::kFloat16}) {
+      std::vector<uint16_t> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+      DequantizeRowTo(type, raw.data(), to, got.data(), n);
+      ConvertScalar(DType::kFloat32, f32.data(), to, want.data(), static_cast<size_t>(n));
+      EXPECT_EQ(got, want) << GgmlTypeName(type) << " -> " << DTypeName(to);
+    }
+    std::vector<float> same(static_cast<size_t>(n));
+    DequantizeRowTo(type, raw.data(), DType::kFloat32, same.data(), n);
+    // Bitwise: random F16 bytes include NaNs.
+    EXPECT_EQ(std::memcmp(same.data(), f32.data(), f32.size() * 4), 0);
+  }
+  float y[32];
+  EXPECT_THROW(DequantizeRowTo(GgmlType::kQ4_0, y, DType::kBFloat16, y, 16), InvalidArgument);
 }
 
 TEST(DequantTest, RejectsBadArguments) {

@@ -156,6 +156,7 @@ class GgufBuilder {
     const uint64_t data_start = w.bytes().size();
     std::vector<uint8_t>& out = w.bytes();
     for (size_t i = 0; i < tensors_.size(); ++i) {
+      if (tensors_[i].data.empty()) continue;  // memcpy from an empty vector's null data is UB
       const uint64_t end = data_start + offsets[i] + tensors_[i].data.size();
       if (out.size() < end) out.resize(end, 0);
       std::memcpy(out.data() + data_start + offsets[i], tensors_[i].data.data(),

@@ -25,30 +25,71 @@ constexpr uint8_t kCanary = 0xA5;
 // overflow thresholds of each format, subnormals of each format, f32 subnormals, inf, NaN
 // with payloads, and random bit patterns.
 std::vector<float> InterestingF32(size_t count, uint32_t seed) {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -2.0f, 0.5f, 240.0f, 256.0f, 288.0f, 448.0f,
-                          464.0f, 464.00003f, 465.0f, 480.0f, 57344.0f, 59392.0f, 61439.996f,
-                          61440.0f, 65504.0f, 65519.996f, 65520.0f, 65536.0f, 3.0e38f,
-                          std::ldexp(1.0f, -9), std::ldexp(1.0f, -10), std::ldexp(3.0f, -10),
-                          std::ldexp(1.0f, -16), std::ldexp(1.0f, -17), std::ldexp(3.0f, -17),
-                          std::ldexp(1.0f, -24), std::ldexp(1.0f, -25), std::ldexp(3.0f, -25),
-                          std::ldexp(1.0f, -126), std::ldexp(1.0f, -149), 1.0625f, 1.1875f,
-                          1.125f, 1.375f, 0.1f, 3.14159265f, INFINITY, -INFINITY, NAN,
-                          -NAN, F32FromBits(0x7F800001u), F32FromBits(0xFFA00000u),
-                          F32FromBits(0x7F7FFFFFu), F32FromBits(0x477FF000u)};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -2.0f,
+                          0.5f,
+                          240.0f,
+                          256.0f,
+                          288.0f,
+                          448.0f,
+                          464.0f,
+                          464.00003f,
+                          465.0f,
+                          480.0f,
+                          57344.0f,
+                          59392.0f,
+                          61439.996f,
+                          61440.0f,
+                          65504.0f,
+                          65519.996f,
+                          65520.0f,
+                          65536.0f,
+                          3.0e38f,
+                          std::ldexp(1.0f, -9),
+                          std::ldexp(1.0f, -10),
+                          std::ldexp(3.0f, -10),
+                          std::ldexp(1.0f, -16),
+                          std::ldexp(1.0f, -17),
+                          std::ldexp(3.0f, -17),
+                          std::ldexp(1.0f, -24),
+                          std::ldexp(1.0f, -25),
+                          std::ldexp(3.0f, -25),
+                          std::ldexp(1.0f, -126),
+                          std::ldexp(1.0f, -149),
+                          1.0625f,
+                          1.1875f,
+                          1.125f,
+                          1.375f,
+                          0.1f,
+                          3.14159265f,
+                          INFINITY,
+                          -INFINITY,
+                          NAN,
+                          -NAN,
+                          F32FromBits(0x7F800001u),
+                          F32FromBits(0xFFA00000u),
+                          F32FromBits(0x7F7FFFFFu),
+                          F32FromBits(0x477FF000u)};
   std::mt19937 rng(seed);
   while (v.size() < count) {
     const uint32_t r = rng();
     switch (r % 4) {
-      case 0: v.push_back(F32FromBits(rng())); break;  // any bit pattern
+      case 0:
+        v.push_back(F32FromBits(rng()));
+        break;   // any bit pattern
       case 1: {  // a tie or near-tie of a coarse grid: few significant bits, +-1 ulp
         const uint32_t bits = (rng() & 0x3F8F0000u) + ((r >> 8) % 3) - 1;
         v.push_back(F32FromBits(bits ^ (r & 0x80000000u)));
         break;
       }
-      case 2: v.push_back(std::ldexp(static_cast<float>(rng() % 4096) / 64.0f,
-                                     static_cast<int>(rng() % 60) - 40));
+      case 2:
+        v.push_back(std::ldexp(static_cast<float>(rng() % 4096) / 64.0f,
+                               static_cast<int>(rng() % 60) - 40));
         break;
-      default: v.push_back(-std::ldexp(static_cast<float>(rng() % 256), static_cast<int>(r % 24) - 20));
+      default:
+        v.push_back(-std::ldexp(static_cast<float>(rng() % 256), static_cast<int>(r % 24) - 20));
     }
   }
   v.resize(count);
@@ -78,8 +119,8 @@ TEST(ConvertBulkTest, MatchesScalarForAllPairsLengthsOffsetsAndTargets) {
           for (size_t n = 0; n <= 70; ++n) {
             for (size_t offset : {0u, 1u, 3u}) {  // byte offsets: misaligned for every size
               SCOPED_TRACE(::testing::Message() << DTypeName(from) << "->" << DTypeName(to)
-                                              << " n=" << n << " offset=" << offset
-                                              << " saturate=" << (mode == Overflow::kSaturate));
+                                                << " n=" << n << " offset=" << offset
+                                                << " saturate=" << (mode == Overflow::kSaturate));
               const std::vector<uint8_t> src = SourceBytes(from, n, static_cast<uint32_t>(n));
               std::vector<uint8_t> src_buf(offset + src.size() + 1);
               if (!src.empty()) std::memcpy(src_buf.data() + offset, src.data(), src.size());
@@ -124,9 +165,9 @@ TEST(ConvertBulkTest, LongRandomSpansMatchScalar) {
 
 TEST(ConvertBulkTest, InPlaceForEqualElementSizes) {
   const std::vector<std::pair<DType, DType>> pairs = {
-      {DType::kBFloat16, DType::kFloat16}, {DType::kFloat16, DType::kBFloat16},
+      {DType::kBFloat16, DType::kFloat16},        {DType::kFloat16, DType::kBFloat16},
       {DType::kFloat8E4M3FN, DType::kFloat8E5M2}, {DType::kFloat8E5M2, DType::kFloat8E4M3FN},
-      {DType::kFloat32, DType::kFloat32}, {DType::kBFloat16, DType::kBFloat16}};
+      {DType::kFloat32, DType::kFloat32},         {DType::kBFloat16, DType::kBFloat16}};
   test::ForEachSupportedTarget([&](int64_t) {
     for (const auto& [from, to] : pairs) {
       const size_t n = 1001;
@@ -159,7 +200,8 @@ TEST(ConvertBulkTest, SameDTypeIsACopyInBothPaths) {
 
 TEST(ConvertBulkTest, NullPointerWithElementsThrows) {
   uint8_t b[4] = {};
-  EXPECT_THROW(Convert(DType::kFloat32, nullptr, DType::kFloat8E4M3FN, b, 1), std::invalid_argument);
+  EXPECT_THROW(Convert(DType::kFloat32, nullptr, DType::kFloat8E4M3FN, b, 1),
+               std::invalid_argument);
   EXPECT_NO_THROW(Convert(DType::kFloat32, nullptr, DType::kFloat8E4M3FN, nullptr, 0));
 }
 

@@ -26,21 +26,27 @@ namespace rpa {
 namespace {
 
 struct RefFormat {
-  int man;              // fraction bits
+  int man;  // fraction bits
   int bias;
-  uint32_t max_code;    // largest finite magnitude code
-  uint32_t inf_code;    // 0 when the format has no inf
-  uint32_t nan_code;    // canonical quiet NaN magnitude
+  uint32_t max_code;  // largest finite magnitude code
+  uint32_t inf_code;  // 0 when the format has no inf
+  uint32_t nan_code;  // canonical quiet NaN magnitude
   uint32_t sign_bit;
 };
 
 RefFormat RefFormatOf(DType d) {
   switch (d) {
-    case DType::kFloat8E4M3FN: return {3, 7, 0x7E, 0, 0x7F, 0x80};
-    case DType::kFloat8E5M2: return {2, 15, 0x7B, 0x7C, 0x7E, 0x80};
-    case DType::kFloat16: return {10, 15, 0x7BFF, 0x7C00, 0x7E00, 0x8000};
-    case DType::kBFloat16: return {7, 127, 0x7F7F, 0x7F80, 0x7FC0, 0x8000};
-    default: ADD_FAILURE() << "no reference format"; return {};
+    case DType::kFloat8E4M3FN:
+      return {3, 7, 0x7E, 0, 0x7F, 0x80};
+    case DType::kFloat8E5M2:
+      return {2, 15, 0x7B, 0x7C, 0x7E, 0x80};
+    case DType::kFloat16:
+      return {10, 15, 0x7BFF, 0x7C00, 0x7E00, 0x8000};
+    case DType::kBFloat16:
+      return {7, 127, 0x7F7F, 0x7F80, 0x7FC0, 0x8000};
+    default:
+      ADD_FAILURE() << "no reference format";
+      return {};
   }
 }
 
@@ -129,18 +135,17 @@ TEST_P(Exhaustive16Test, AllInputsMatchTheReferenceScalarAndBulkOnEveryTarget) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllPairs, Exhaustive16Test,
-    ::testing::Values(std::pair{DType::kBFloat16, DType::kFloat8E4M3FN},
-                      std::pair{DType::kBFloat16, DType::kFloat8E5M2},
-                      std::pair{DType::kFloat16, DType::kFloat8E4M3FN},
-                      std::pair{DType::kFloat16, DType::kFloat8E5M2},
-                      std::pair{DType::kBFloat16, DType::kFloat16},
-                      std::pair{DType::kFloat16, DType::kBFloat16}),
-    [](const auto& info) {
-      return std::string(DTypeName(info.param.first)) + "_to_" +
-             std::string(DTypeName(info.param.second));
-    });
+INSTANTIATE_TEST_SUITE_P(AllPairs, Exhaustive16Test,
+                         ::testing::Values(std::pair{DType::kBFloat16, DType::kFloat8E4M3FN},
+                                           std::pair{DType::kBFloat16, DType::kFloat8E5M2},
+                                           std::pair{DType::kFloat16, DType::kFloat8E4M3FN},
+                                           std::pair{DType::kFloat16, DType::kFloat8E5M2},
+                                           std::pair{DType::kBFloat16, DType::kFloat16},
+                                           std::pair{DType::kFloat16, DType::kBFloat16}),
+                         [](const auto& info) {
+                           return std::string(DTypeName(info.param.first)) + "_to_" +
+                                  std::string(DTypeName(info.param.second));
+                         });
 
 // The reference itself, on facts stated in rpa-contract.md §5 (so a reference bug that
 // mirrors a codec bug cannot hide).

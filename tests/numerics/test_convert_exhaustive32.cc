@@ -35,7 +35,8 @@ Mismatch CheckRange(uint64_t first, uint64_t end, uint64_t stride) {
   };
   for (uint64_t base = first; base < end;) {
     size_t n = 0;
-    for (; n < kChunk && base < end; ++n, base += stride) in[n] = F32FromBits(static_cast<uint32_t>(base));
+    for (; n < kChunk && base < end; ++n, base += stride)
+      in[n] = F32FromBits(static_cast<uint32_t>(base));
     Convert(DType::kFloat32, in.data(), DType::kFloat8E4M3FN, e4.data(), n);
     Convert(DType::kFloat32, in.data(), DType::kFloat8E4M3FN, e4s.data(), n, Overflow::kSaturate);
     Convert(DType::kFloat32, in.data(), DType::kFloat8E5M2, e5.data(), n);
@@ -57,8 +58,8 @@ Mismatch CheckRange(uint64_t first, uint64_t end, uint64_t stride) {
 }
 
 void ExpectNoMismatch(const Mismatch& m) {
-  EXPECT_EQ(m.count, 0u) << "first mismatch: f32 bits 0x" << std::hex << m.first_input
-                         << " -> " << m.first_format;
+  EXPECT_EQ(m.count, 0u) << "first mismatch: f32 bits 0x" << std::hex << m.first_input << " -> "
+                         << m.first_format;
 }
 
 TEST(ConvertExhaustive32Test, AllF32InputsOnTheBestTarget) {

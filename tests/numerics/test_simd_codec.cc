@@ -41,18 +41,14 @@ void TestDecoders() {
   std::vector<uint16_t> codes16(65536);
   for (uint32_t c = 0; c < 65536; ++c) codes16[c] = static_cast<uint16_t>(c);
 
-  const auto e4m3 = DecodeAll(codes8.data(), 1, 256, [](auto df, const uint8_t* p) {
-    return DecodeE4M3FN(df, p);
-  });
-  const auto e4m3_scaled = DecodeAll(codes8.data(), 1, 256, [](auto df, const uint8_t* p) {
-    return DecodeE4M3FNScaled(df, p);
-  });
-  const auto e5m2 = DecodeAll(codes8.data(), 1, 256, [](auto df, const uint8_t* p) {
-    return DecodeE5M2(df, p);
-  });
-  const auto e5m2_finite = DecodeAll(codes8.data(), 1, 256, [](auto df, const uint8_t* p) {
-    return DecodeE5M2Finite(df, p);
-  });
+  const auto e4m3 = DecodeAll(codes8.data(), 1, 256,
+                              [](auto df, const uint8_t* p) { return DecodeE4M3FN(df, p); });
+  const auto e4m3_scaled = DecodeAll(
+      codes8.data(), 1, 256, [](auto df, const uint8_t* p) { return DecodeE4M3FNScaled(df, p); });
+  const auto e5m2 =
+      DecodeAll(codes8.data(), 1, 256, [](auto df, const uint8_t* p) { return DecodeE5M2(df, p); });
+  const auto e5m2_finite = DecodeAll(
+      codes8.data(), 1, 256, [](auto df, const uint8_t* p) { return DecodeE5M2Finite(df, p); });
   for (int c = 0; c < 256; ++c) {
     const auto code = static_cast<uint8_t>(c);
     EXPECT_EQ(F32Bits(e4m3[c]), F32Bits(E4M3FNToF32(code))) << "e4m3fn code " << c;
@@ -116,8 +112,8 @@ void TestEncoders() {
     const float x = in[i];
     const bool ok = e4[i] == F32ToE4M3FN(x) && e4s[i] == F32ToE4M3FNSaturate(x) &&
                     e5[i] == F32ToE5M2(x) && e5s[i] == F32ToE5M2Saturate(x) &&
-                    h[i] == F32ToF16(x) && hs[i] == F32ToF16Saturate(x) &&
-                    b[i] == F32ToBF16(x) && bs[i] == F32ToBF16Saturate(x);
+                    h[i] == F32ToF16(x) && hs[i] == F32ToF16Saturate(x) && b[i] == F32ToBF16(x) &&
+                    bs[i] == F32ToBF16Saturate(x);
     if (!ok) ++failures, ADD_FAILURE() << "input bits 0x" << std::hex << F32Bits(x);
   }
 }

@@ -271,6 +271,14 @@ def test_end_to_end_close_to_f32_cache(cache_dtype):
         bound = bnd.reshape(ql, -1) @ wo.T                      # [L, d_model]
         err = np.abs(y8[rows].astype(np.float64) - y32[rows])
         assert (err <= bound).all(), (err / bound).max()
+        # The a-posteriori form: the actual perturbations k^ - k, v^ - v replace the
+        # worst-case ones (tighter; catches a misapplied scale).
+        dk = kq[rows].astype(np.float64) * ks - k[rows]
+        dv = np.abs(vq[rows].astype(np.float64) * vs - v[rows]).max(axis=0)[kv_head]  # [Hq, D]
+        e_act = sm * np.abs(np.einsum("rnx,tnx->rnt", q[rows].astype(np.float64), dk[:, kv_head])).max(axis=2)
+        bnd2 = np.expm1(2 * e_act)[:, :, None] * (vmax + dv) + dv
+        bnd2 = bnd2 + 2 * (1e-5 + HQ * D * 2.0 ** -24) * vmax
+        assert (err <= bnd2.reshape(ql, -1) @ wo.T).all()
         assert (bound < 0.5 * (2 * vmax.reshape(-1) @ wo.T)).all()  # the bound says something
     assert np.abs(y8 - y32).max() > 0
 
