@@ -44,8 +44,8 @@ class PythonBackend final : public AttentionBackend {
  public:
   explicit PythonBackend(py::function fn) : fn_(std::move(fn)) {}
   void Run(const TensorView& queries, const TensorView& keys, const TensorView& values,
-           const TensorView& kv_cache, const AttentionMetadata& metadata,
-           const AttentionOptions& o, const TensorView& output) override {
+           const TensorView& kv_cache, const AttentionMetadata& metadata, const AttentionOptions& o,
+           const TensorView& output) override {
     (void)metadata;  // the caller of forward_serve passed it; it can keep its own copy
     py::dict options;
     options["sm_scale"] = o.sm_scale;
@@ -78,8 +78,9 @@ std::vector<float> F32Vector(const py::object& obj, const char* what) {
 
 std::span<const int32_t> Int32Span(py::array& arr, const char* what) {
   if (DTypeNameOf(arr) != "int32" || arr.ndim() != 1 || !(arr.flags() & py::array::c_style)) {
-    throw InvalidArgument(Concat("Expected ", what, " to be a contiguous 1-D int32 array; got dtype=",
-                                 DTypeNameOf(arr), " ndim=", arr.ndim(), "."));
+    throw InvalidArgument(Concat(
+        "Expected ", what, " to be a contiguous 1-D int32 array; got dtype=", DTypeNameOf(arr),
+        " ndim=", arr.ndim(), "."));
   }
   return std::span<const int32_t>(static_cast<const int32_t*>(arr.data()), arr.size());
 }
@@ -144,10 +145,9 @@ class PyAttention {
     hidden = py::array::ensure(hidden, py::array::c_style);
     const TensorView h = ViewOf(hidden, "hidden");
     py::array out = NewArray(c.activation_dtype, {h.rank > 0 ? h.shape[0] : 0, c.d_model});
-    const RaggedBatch batch{AttentionMetadata{Int32Span(kv_lens, "kv_lens"),
-                                              Int32Span(page_indices, "page_indices"),
-                                              Int32Span(cu_q_lens, "cu_q_lens"),
-                                              Int32Span(distribution, "distribution")}};
+    const RaggedBatch batch{AttentionMetadata{
+        Int32Span(kv_lens, "kv_lens"), Int32Span(page_indices, "page_indices"),
+        Int32Span(cu_q_lens, "cu_q_lens"), Int32Span(distribution, "distribution")}};
     LayerKvCache cache{ViewOf(kv_cache, "kv_cache", /*writable=*/true), KvScales{k_scale, v_scale}};
     layer_->ForwardServe(h, Int32Span(positions, "positions"), batch, cache,
                          ViewOf(out, "output", true));
@@ -156,8 +156,8 @@ class PyAttention {
 
   py::tuple ProjectQkv(py::array hidden, py::array positions) {
     hidden = py::array::ensure(hidden, py::array::c_style);
-    const QkvProjections p = layer_->ProjectQkv(ViewOf(hidden, "hidden"),
-                                                Int32Span(positions, "positions"));
+    const QkvProjections p =
+        layer_->ProjectQkv(ViewOf(hidden, "hidden"), Int32Span(positions, "positions"));
     // Copies: the views point into the layer's scratch.
     auto copy = [](const TensorView& t) { return ArrayOf(t).attr("copy")(); };
     return py::make_tuple(copy(p.q), copy(p.k), copy(p.v));
@@ -174,7 +174,8 @@ void BindLayers(py::module_& m) {
   m.def(
       "kv_cache_dtype",
       [](const std::string& s, const py::object& activation_dtype) {
-        return std::string(DTypeName(ParseKvCacheDtype(s, DTypeArg(activation_dtype, "activation_dtype"))));
+        return std::string(
+            DTypeName(ParseKvCacheDtype(s, DTypeArg(activation_dtype, "activation_dtype"))));
       },
       py::arg("kv_cache_dtype"), py::arg("activation_dtype") = "float32",
       R"doc(The cache dtype name for vLLM's kv_cache_dtype string (auto, bfloat16, fp8,
@@ -187,11 +188,11 @@ wo [d_model, Hq*D]; q_norm/k_norm [D] enable per-head RMSNorm; sinks [Hq]. forwa
 quantizes K/V with quantize_kv when kv_cache is fp8 (passing k_scale/v_scale to the
 kernel) and leaves them unchanged otherwise. backend: None = the real kernel, or a
 callable(q, k, v, kv_cache, options, out) that must fill out.)doc")
-      .def(py::init<const py::array&, const py::array&, const py::array&, const py::array&,
-                    int64_t, int64_t, int64_t, const py::object&, const std::string&, int32_t,
-                    const std::string&, float, float, const py::object&, const py::object&,
-                    float, float, std::optional<float>, std::optional<float>,
-                    const py::object&, std::optional<int>, const py::object&>(),
+      .def(py::init<const py::array&, const py::array&, const py::array&, const py::array&, int64_t,
+                    int64_t, int64_t, const py::object&, const std::string&, int32_t,
+                    const std::string&, float, float, const py::object&, const py::object&, float,
+                    float, std::optional<float>, std::optional<float>, const py::object&,
+                    std::optional<int>, const py::object&>(),
            py::arg("wq"), py::arg("wk"), py::arg("wv"), py::arg("wo"), py::kw_only(),
            py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("head_dim"),
            py::arg("activation_dtype") = "float32", py::arg("layer_type") = "global",

@@ -14,9 +14,10 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
+#include "kernels/matmul.h"
+
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "kernels/matmul.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rpa {
@@ -62,8 +63,8 @@ HWY_INLINE void RowBlock(const float* HWY_RESTRICT x, const float* HWY_RESTRICT 
   for (; c < n; ++c) Tile<kRows, 1>(x, w + c * k, y + c, n, k);
 }
 
-void MatMulImpl(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
-                float* HWY_RESTRICT y, size_t m, size_t n, size_t k) {
+void MatMulImpl(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, float* HWY_RESTRICT y,
+                size_t m, size_t n, size_t k) {
   constexpr size_t kRows = 2;
   size_t r = 0;
   for (; r + kRows <= m; r += kRows) RowBlock<kRows>(x + r * k, w, y + r * n, n, k);

@@ -49,8 +49,8 @@ Attention::Attention(const AttentionConfig& config, AttentionWeights weights,
   if (c.d_model <= 0 || c.num_q_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
       c.head_dim % 2 != 0 || c.num_q_heads % c.num_kv_heads != 0) {
     throw InvalidArgument(Concat("Invalid attention shape: d_model=", c.d_model,
-                                 ", num_q_heads=", c.num_q_heads, ", num_kv_heads=",
-                                 c.num_kv_heads, ", head_dim=", c.head_dim,
+                                 ", num_q_heads=", c.num_q_heads, ", num_kv_heads=", c.num_kv_heads,
+                                 ", head_dim=", c.head_dim,
                                  " (need positive sizes, even head_dim, Hq % Hkv == 0)."));
   }
   if (c.activation_dtype != DType::kFloat32 && c.activation_dtype != DType::kBFloat16) {
@@ -80,8 +80,7 @@ Attention::Attention(const AttentionConfig& config, AttentionWeights weights,
   CheckWeightSize(weights_.sinks, c.has_sinks ? c.num_q_heads : 0, "sinks");
 }
 
-QkvProjections Attention::ProjectQkv(const TensorView& hidden,
-                                     std::span<const int32_t> positions) {
+QkvProjections Attention::ProjectQkv(const TensorView& hidden, std::span<const int32_t> positions) {
   const AttentionConfig& c = config_;
   CheckActivation(hidden, "hidden", c.d_model, c.activation_dtype);
   const int64_t t = hidden.shape[0];
@@ -96,7 +95,7 @@ QkvProjections Attention::ProjectQkv(const TensorView& hidden,
     x = x_f32;
   }
   const int64_t hq = c.num_q_heads, hkv = c.num_kv_heads, d = c.head_dim;
-  float* q = Reserve(q_f32_, t * hq * d);  // [T, Hq, D]
+  float* q = Reserve(q_f32_, t * hq * d);   // [T, Hq, D]
   float* k = Reserve(k_f32_, t * hkv * d);  // [T, Hkv, D]
   float* v = Reserve(v_f32_, t * hkv * d);  // [T, Hkv, D]
   MatMul(x, weights_.wq.data(), q, t, hq * d, c.d_model);
@@ -138,8 +137,8 @@ AttentionOptions Attention::KernelOptions() const {
   return options;
 }
 
-void Attention::PrepareKv(const QkvProjections& qkv, const LayerKvCache& cache,
-                          TensorView& keys, TensorView& values, AttentionOptions& options) {
+void Attention::PrepareKv(const QkvProjections& qkv, const LayerKvCache& cache, TensorView& keys,
+                          TensorView& values, AttentionOptions& options) {
   const DType cache_dtype = cache.dtype();
   if (cache_dtype == config_.activation_dtype) {  // e.g. "auto", or bf16 over bf16
     keys = qkv.k;
@@ -154,8 +153,7 @@ void Attention::PrepareKv(const QkvProjections& qkv, const LayerKvCache& cache,
   if (IsFp8(cache_dtype)) {
     // The fix: quantize before dispatch, through the one shared helper, and thread the
     // scales so the kernel dequantizes (it never casts K/V itself).
-    QuantizeKv(cache_dtype, qkv.k, qkv.v, cache.scales.k_scale, cache.scales.v_scale, keys,
-               values);
+    QuantizeKv(cache_dtype, qkv.k, qkv.v, cache.scales.k_scale, cache.scales.v_scale, keys, values);
     options.k_scale = cache.scales.k_scale;
     options.v_scale = cache.scales.v_scale;
     return;
@@ -173,9 +171,8 @@ void Attention::ProjectOutput(const TensorView& attn, const TensorView& output) 
   if (attn.rank != 3 || attn.shape[1] != c.num_q_heads || attn.shape[2] != c.head_dim ||
       !attn.is_contiguous() || attn.dtype != c.activation_dtype) {
     throw InvalidArgument(Concat("Expected attn.shape=", attn.shape_str(), " dtype=",
-                                 DTypeName(attn.dtype), " to be a contiguous (T, ",
-                                 c.num_q_heads, ", ", c.head_dim, ") ",
-                                 DTypeName(c.activation_dtype), "."));
+                                 DTypeName(attn.dtype), " to be a contiguous (T, ", c.num_q_heads,
+                                 ", ", c.head_dim, ") ", DTypeName(c.activation_dtype), "."));
   }
   CheckActivation(output, "output", c.d_model, c.activation_dtype);
   if (output.shape[0] != t) {

@@ -11,8 +11,8 @@ constexpr std::string_view kAccepted = "auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2"
 
 void CheckScale(float scale, const char* name, int layer) {
   if (!std::isfinite(scale) || !(scale > 0.0f)) {
-    throw InvalidArgument(Concat(name, "=", scale, " of layer ", layer,
-                                 " must be finite and > 0."));
+    throw InvalidArgument(
+        Concat(name, "=", scale, " of layer ", layer, " must be finite and > 0."));
   }
 }
 
@@ -25,15 +25,15 @@ void ValidateKvScales(const KvScales& scales, int layer) {
 
 DType ParseKvCacheDtype(std::string_view kv_cache_dtype, DType activation_dtype) {
   if (activation_dtype != DType::kFloat32 && activation_dtype != DType::kBFloat16) {
-    throw InvalidArgument(Concat("activation dtype=", DTypeName(activation_dtype),
-                                 " must be float32 or bfloat16."));
+    throw InvalidArgument(
+        Concat("activation dtype=", DTypeName(activation_dtype), " must be float32 or bfloat16."));
   }
   if (kv_cache_dtype == "auto") return activation_dtype;
   if (kv_cache_dtype == "bfloat16") return DType::kBFloat16;
   if (kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3") return DType::kFloat8E4M3FN;
   if (kv_cache_dtype == "fp8_e5m2") return DType::kFloat8E5M2;
-  throw InvalidArgument(Concat("Unknown kv_cache_dtype=\"", kv_cache_dtype,
-                               "\"; expected one of: ", kAccepted, "."));
+  throw InvalidArgument(
+      Concat("Unknown kv_cache_dtype=\"", kv_cache_dtype, "\"; expected one of: ", kAccepted, "."));
 }
 
 KvCacheConfig KvCacheConfig::Parse(std::string_view kv_cache_dtype, DType activation_dtype,
@@ -45,8 +45,7 @@ KvCacheConfig KvCacheConfig::Parse(std::string_view kv_cache_dtype, DType activa
 
 void KvCacheConfig::CheckLayer(int layer) const {
   if (layer < 0 || layer >= num_layers()) {
-    throw InvalidArgument(
-        Concat("layer=", layer, " is out of range [0, ", num_layers(), ")."));
+    throw InvalidArgument(Concat("layer=", layer, " is out of range [0, ", num_layers(), ")."));
   }
 }
 

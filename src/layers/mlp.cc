@@ -23,8 +23,8 @@ float GeluTanh(float x) {
 GatedMlp::GatedMlp(const MlpConfig& config, MlpWeights weights)
     : config_(config), weights_(std::move(weights)) {
   if (config_.d_model <= 0 || config_.ffn_dim <= 0) {
-    throw InvalidArgument(Concat("Invalid MLP shape: d_model=", config_.d_model,
-                                 ", ffn_dim=", config_.ffn_dim));
+    throw InvalidArgument(
+        Concat("Invalid MLP shape: d_model=", config_.d_model, ", ffn_dim=", config_.ffn_dim));
   }
   const size_t n = static_cast<size_t>(config_.d_model * config_.ffn_dim);
   if (weights_.gate.size() != n || weights_.up.size() != n || weights_.down.size() != n) {

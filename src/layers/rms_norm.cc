@@ -14,7 +14,8 @@ void RmsNormRows(const RmsNormConfig& config, const float* weight, float* x, int
     for (int64_t i = 0; i < dim; ++i) sum_sq += static_cast<double>(row[i]) * row[i];
     const float inv_rms =
         static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + config.eps));
-    for (int64_t i = 0; i < dim; ++i) row[i] = row[i] * inv_rms * (config.weight_offset + weight[i]);
+    for (int64_t i = 0; i < dim; ++i)
+      row[i] = row[i] * inv_rms * (config.weight_offset + weight[i]);
   }
 }
 

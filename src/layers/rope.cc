@@ -9,7 +9,8 @@ namespace rpa {
 
 void ApplyRope(const RopeConfig& config, std::span<const int32_t> positions, float* x,
                int64_t num_tokens, int64_t num_heads, int64_t head_dim) {
-  if (head_dim % 2 != 0) throw InvalidArgument(Concat("RoPE head_dim=", head_dim, " must be even."));
+  if (head_dim % 2 != 0)
+    throw InvalidArgument(Concat("RoPE head_dim=", head_dim, " must be even."));
   if (static_cast<int64_t>(positions.size()) != num_tokens) {
     throw InvalidArgument(Concat("RoPE positions.size()=", positions.size(),
                                  " must equal num_tokens=", num_tokens, "."));

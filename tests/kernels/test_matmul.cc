@@ -1,13 +1,12 @@
 // MatMul against a float64 reference, on every SIMD target this CPU supports, over shapes
 // that exercise every tile edge (rows % 2, cols % 4) and K tail (K % lanes).
-#include "kernels/matmul.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "tests/numerics/target_loop.h"
 
 namespace rpa {

@@ -68,7 +68,8 @@ class ServingBatch {
  public:
   // REQUIRES seqs ordered decode-only (q_len 1), then prefill-only (q_len == kv_len), then
   // mixed, as the kernel's distribution expects.
-  ServingBatch(std::vector<SeqSpec> seqs, int32_t page_size) : seqs_(std::move(seqs)), ps_(page_size) {
+  ServingBatch(std::vector<SeqSpec> seqs, int32_t page_size)
+      : seqs_(std::move(seqs)), ps_(page_size) {
     int32_t pps = 1;
     for (const SeqSpec& s : seqs_) pps = std::max(pps, (s.kv_len + ps_ - 1) / ps_);
     pps_ = pps;
@@ -85,8 +86,10 @@ class ServingBatch {
       const SeqSpec& s = seqs_[i];
       kv_lens_.push_back(s.kv_len);
       cu_q_lens_.push_back(cu_q_lens_.back() + s.q_len);
-      if (s.q_len == 1 && d0 == i) d0 = d1 = i + 1;
-      else if (s.q_len == s.kv_len && d1 == i) d1 = i + 1;
+      if (s.q_len == 1 && d0 == i)
+        d0 = d1 = i + 1;
+      else if (s.q_len == s.kv_len && d1 == i)
+        d1 = i + 1;
       for (int32_t r = 0; r < s.q_len; ++r) positions_.push_back(s.kv_len - s.q_len + r);
     }
     distribution_ = {d0, d1, n};
@@ -141,8 +144,7 @@ struct CacheStorage {
 // slots). Two caches filled with the same seed hold the same logical context when one
 // stores codes (mult 1, dequantized by scales s) and the other stores values (mult s).
 inline void FillPriorContext(const ServingBatch& b, CacheStorage& cache, int64_t num_kv_heads,
-                             int64_t d, uint32_t seed, float k_mult = 1.0f,
-                             float v_mult = 1.0f) {
+                             int64_t d, uint32_t seed, float k_mult = 1.0f, float v_mult = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> q(-8, 8);
   for (size_t i = 0; i < b.seqs().size(); ++i) {
@@ -168,8 +170,7 @@ inline std::vector<float> RandomVector(size_t n, float scale, std::mt19937& rng)
 
 // Weights with entries uniform in +-scale / sqrt(fan_in), so projections of O(1) inputs
 // are O(1); norm weights around 1; sinks around 0.
-inline AttentionWeights RandomWeights(const AttentionConfig& c, uint32_t seed,
-                                      float scale = 1.0f) {
+inline AttentionWeights RandomWeights(const AttentionConfig& c, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   const int64_t qw = c.num_q_heads * c.head_dim, kvw = c.num_kv_heads * c.head_dim;
   const float in_scale = scale / std::sqrt(static_cast<float>(c.d_model));

@@ -99,12 +99,14 @@ TEST(AttentionLayerTest, WindowOnlyForLocalLayersAndOptionsThreaded) {
     const AttentionWeights w = test::RandomWeights(c, 3);
     Attention layer(c, w, rec);
     CacheStorage cache(DType::kFloat32, b.num_pages(), b.page_size(), c.num_kv_heads, c.head_dim);
-    std::vector<uint8_t> hidden = test::RandomHidden(b.num_tokens(), c.d_model, DType::kFloat32, 1, 4);
+    std::vector<uint8_t> hidden =
+        test::RandomHidden(b.num_tokens(), c.d_model, DType::kFloat32, 1, 4);
     std::vector<float> out(b.num_tokens() * c.d_model);
     LayerKvCache lc = cache.layer_cache();
-    layer.ForwardServe(TensorView::Contiguous(hidden.data(), DType::kFloat32, {b.num_tokens(), c.d_model}),
-                       b.positions(), b.batch(), lc,
-                       TensorView::Contiguous(out.data(), DType::kFloat32, {b.num_tokens(), c.d_model}));
+    layer.ForwardServe(
+        TensorView::Contiguous(hidden.data(), DType::kFloat32, {b.num_tokens(), c.d_model}),
+        b.positions(), b.batch(), lc,
+        TensorView::Contiguous(out.data(), DType::kFloat32, {b.num_tokens(), c.d_model}));
     ASSERT_EQ(rec.calls.size(), 1u);
     const AttentionOptions& o = rec.calls[0].options;
     if (c.layer_type == AttentionLayerType::kLocal) {

@@ -1,10 +1,9 @@
-#include "layers/kv_cache_config.h"
-
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <string>
 
+#include "layers/kv_cache_config.h"
 #include "util/error.h"
 
 namespace rpa {
@@ -59,7 +58,9 @@ TEST(KvCacheConfigTest, ScalesDefaultToOneAndAreValidated) {
     EXPECT_THROW(kv.SetScales(0, KvScales{bad, 1.0f}), InvalidArgument) << bad;
     EXPECT_THROW(kv.SetScales(0, KvScales{1.0f, bad}), InvalidArgument) << bad;
   }
-  EXPECT_EQ(ErrorOf([&] { kv.SetScales(1, KvScales{1.0f, -2.0f}); }),
+  EXPECT_EQ(ErrorOf([&] {
+              kv.SetScales(1, KvScales{1.0f, -2.0f});
+            }),
             "v_scale=-2 of layer 1 must be finite and > 0.");
   EXPECT_EQ(kv.scales(1).v_scale, 3.0f);  // a refused update leaves the old scales
   EXPECT_EQ(ErrorOf([&] { kv.scales(2); }), "layer=2 is out of range [0, 2).");

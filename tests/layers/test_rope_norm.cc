@@ -47,7 +47,8 @@ TEST(RopeTest, MatchesComplexRotationForBothLayouts) {
       ApplyRope(config, positions, y.data(), t, h, d);
       for (int64_t i = 0; i < t; ++i) {
         for (int64_t j = 0; j < h; ++j) {
-          const std::vector<float> head(x.begin() + (i * h + j) * d, x.begin() + (i * h + j + 1) * d);
+          const std::vector<float> head(x.begin() + (i * h + j) * d,
+                                        x.begin() + (i * h + j + 1) * d);
           const std::vector<double> ref = RopeReference(head, positions[i], style, 10000.0, 8.0);
           for (int64_t e = 0; e < d; ++e) {
             // cos and sin rounded to f32 (u each), then two f32 products and a sum (3u):

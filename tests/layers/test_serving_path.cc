@@ -44,10 +44,11 @@ struct LayerRun {
   std::vector<uint8_t> output;
 };
 LayerRun Forward(Attention& layer, const ServingBatch& b, LayerKvCache cache, uint32_t seed,
-            float hidden_scale = 1.0f) {
+                 float hidden_scale = 1.0f) {
   const AttentionConfig& c = layer.config();
   LayerRun run;
-  run.hidden = test::RandomHidden(b.num_tokens(), c.d_model, c.activation_dtype, hidden_scale, seed);
+  run.hidden =
+      test::RandomHidden(b.num_tokens(), c.d_model, c.activation_dtype, hidden_scale, seed);
   run.output.resize(run.hidden.size());
   const TensorView h =
       TensorView::Contiguous(run.hidden.data(), c.activation_dtype, {b.num_tokens(), c.d_model});
@@ -66,9 +67,10 @@ std::pair<std::vector<uint8_t>, std::vector<uint8_t>> QuantizedProjections(
       TensorView::Contiguous(hidden.data(), c.activation_dtype, {b.num_tokens(), c.d_model});
   const QkvProjections p = layer.ProjectQkv(h, b.positions());
   std::vector<uint8_t> k(p.k.numel()), v(p.v.numel());
-  QuantizeKv(cache_dtype, p.k, p.v, scales.k_scale, scales.v_scale,
-             TensorView::Contiguous(k.data(), cache_dtype, {p.k.shape[0], p.k.shape[1], p.k.shape[2]}),
-             TensorView::Contiguous(v.data(), cache_dtype, {p.v.shape[0], p.v.shape[1], p.v.shape[2]}));
+  QuantizeKv(
+      cache_dtype, p.k, p.v, scales.k_scale, scales.v_scale,
+      TensorView::Contiguous(k.data(), cache_dtype, {p.k.shape[0], p.k.shape[1], p.k.shape[2]}),
+      TensorView::Contiguous(v.data(), cache_dtype, {p.v.shape[0], p.v.shape[1], p.v.shape[2]}));
   return {k, v};
 }
 

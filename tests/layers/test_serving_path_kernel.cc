@@ -56,7 +56,8 @@ std::vector<uint8_t> ExpectedCache(const ServingBatch& b, std::vector<uint8_t> b
         const int32_t pos = s.kv_len - s.q_len + j;
         const size_t src = (token * hkv + h) * row;
         std::memcpy(&before[b.SlotOffset(i, pos, 2 * h, hkv, d) * DTypeSize(dtype)], &k[src], row);
-        std::memcpy(&before[b.SlotOffset(i, pos, 2 * h + 1, hkv, d) * DTypeSize(dtype)], &v[src], row);
+        std::memcpy(&before[b.SlotOffset(i, pos, 2 * h + 1, hkv, d) * DTypeSize(dtype)], &v[src],
+                    row);
       }
     }
   }
@@ -115,14 +116,16 @@ TEST_P(PlainPathKernelTest, OutputBitIdenticalToPathWithoutQuantization) {
   std::vector<uint8_t> hidden = test::RandomHidden(t, c.d_model, c.activation_dtype, 1.0f, 103);
   std::vector<uint8_t> out_a(hidden.size()), out_b(hidden.size());
   LayerKvCache lc = cache_a.layer_cache(kv.scales(0));
-  served.ForwardServe(View2(hidden, c.activation_dtype, t, c.d_model), b.positions(), b.batch(),
-                      lc, View2(out_a, c.activation_dtype, t, c.d_model));
+  served.ForwardServe(View2(hidden, c.activation_dtype, t, c.d_model), b.positions(), b.batch(), lc,
+                      View2(out_a, c.activation_dtype, t, c.d_model));
 
-  const QkvProjections p = plain.ProjectQkv(View2(hidden, c.activation_dtype, t, c.d_model), b.positions());
+  const QkvProjections p =
+      plain.ProjectQkv(View2(hidden, c.activation_dtype, t, c.d_model), b.positions());
   std::vector<uint8_t> attn(p.q.byte_size());
-  const TensorView attn_view = TensorView::Contiguous(attn.data(), c.activation_dtype,
-                                                      {t, c.num_q_heads, c.head_dim});
-  RaggedPagedAttention(p.q, p.k, p.v, cache_b.view, b.batch().metadata, plain.KernelOptions(), attn_view);
+  const TensorView attn_view =
+      TensorView::Contiguous(attn.data(), c.activation_dtype, {t, c.num_q_heads, c.head_dim});
+  RaggedPagedAttention(p.q, p.k, p.v, cache_b.view, b.batch().metadata, plain.KernelOptions(),
+                       attn_view);
   plain.ProjectOutput(attn_view, View2(out_b, c.activation_dtype, t, c.d_model));
 
   EXPECT_EQ(out_a, out_b);
@@ -162,21 +165,24 @@ TEST_P(Fp8KernelTest, OutOfRangeKvStoreFormatMaxNoNanOrInf) {
   layer.ForwardServe(View2(hidden, DType::kFloat32, t, c.d_model), b.positions(), b.batch(), lc,
                      View2(out, DType::kFloat32, t, c.d_model));
 
-  const QkvProjections p = layer.ProjectQkv(View2(hidden, DType::kFloat32, t, c.d_model), b.positions());
+  const QkvProjections p =
+      layer.ProjectQkv(View2(hidden, DType::kFloat32, t, c.d_model), b.positions());
   double max_in = 0, max_stored = 0;
   int64_t token = 0;
   for (size_t i = 0; i < b.seqs().size(); ++i) {
     const test::SeqSpec s = b.seqs()[i];
     for (int32_t j = 0; j < s.q_len; ++j, ++token) {
       for (int64_t slot = 0; slot < 2 * c.num_kv_heads; ++slot) {
-        const int64_t off = b.SlotOffset(i, s.kv_len - s.q_len + j, slot, c.num_kv_heads, c.head_dim);
+        const int64_t off =
+            b.SlotOffset(i, s.kv_len - s.q_len + j, slot, c.num_kv_heads, c.head_dim);
         for (int64_t e = 0; e < c.head_dim; ++e) {
           const float y = LoadAsF32(dtype, &cache.bytes[off + e]);
           ASSERT_TRUE(std::isfinite(y)) << "seq " << i << " token " << j << " slot " << slot;
           max_stored = std::max(max_stored, std::fabs(static_cast<double>(y)));
           const TensorView& src = slot % 2 == 0 ? p.k : p.v;
-          max_in = std::max(max_in, std::fabs(static_cast<double>(
-                                        src.as<float>()[(token * c.num_kv_heads + slot / 2) * c.head_dim + e])));
+          max_in = std::max(
+              max_in, std::fabs(static_cast<double>(
+                          src.as<float>()[(token * c.num_kv_heads + slot / 2) * c.head_dim + e])));
         }
       }
     }
@@ -248,7 +254,8 @@ TEST_P(Fp8KernelTest, CalibratedScalesChangeStoredBytesAsQuantizeKvSays) {
   EXPECT_EQ(rec.calls[0].options.k_scale, std::optional<float>(calibrated.k_scale));
   EXPECT_EQ(rec.calls[0].options.v_scale, std::optional<float>(calibrated.v_scale));
 
-  const QkvProjections p = layer.ProjectQkv(View2(hidden, DType::kFloat32, t, c.d_model), b.positions());
+  const QkvProjections p =
+      layer.ProjectQkv(View2(hidden, DType::kFloat32, t, c.d_model), b.positions());
   const auto [k, v] = Quantized(p, dtype, calibrated);
   EXPECT_EQ(cache.bytes, ExpectedCache(b, before, k, v, dtype, c.num_kv_heads, c.head_dim));
   const auto [k1, v1] = Quantized(p, dtype, KvScales{});
@@ -268,13 +275,15 @@ TEST(ServingPathKernelTest, Bf16KvOverFp8CacheRaisesTheDtypeError) {
   const AttentionConfig c = BaseConfig(DType::kBFloat16);
   const ServingBatch b = SmallBatch();
   const int64_t t = b.num_tokens();
-  CacheStorage cache(DType::kFloat8E4M3FN, b.num_pages(), b.page_size(), c.num_kv_heads, c.head_dim);
+  CacheStorage cache(DType::kFloat8E4M3FN, b.num_pages(), b.page_size(), c.num_kv_heads,
+                     c.head_dim);
   const std::vector<uint8_t> before = cache.bytes;
   const std::string expected =
       "Expected kv_cache.dtype=float8_e4m3fn to be equal to k.dtype=bfloat16 and "
       "v.dtype=bfloat16.";
 
-  std::vector<uint8_t> q(t * c.num_q_heads * c.head_dim * 2), k(t * c.num_kv_heads * c.head_dim * 2);
+  std::vector<uint8_t> q(t * c.num_q_heads * c.head_dim * 2),
+      k(t * c.num_kv_heads * c.head_dim * 2);
   std::vector<uint8_t> v = k, o = q;
   auto view3 = [&](std::vector<uint8_t>& bytes, int64_t h) {
     return TensorView::Contiguous(bytes.data(), DType::kBFloat16, {t, h, c.head_dim});
@@ -289,7 +298,8 @@ TEST(ServingPathKernelTest, Bf16KvOverFp8CacheRaisesTheDtypeError) {
   KernelBackend kernel;
   Attention layer(c, test::RandomWeights(c, 141), kernel);
   std::vector<uint8_t> hidden = test::RandomHidden(t, c.d_model, DType::kBFloat16, 1.0f, 142);
-  const QkvProjections p = layer.ProjectQkv(View2(hidden, DType::kBFloat16, t, c.d_model), b.positions());
+  const QkvProjections p =
+      layer.ProjectQkv(View2(hidden, DType::kBFloat16, t, c.d_model), b.positions());
   EXPECT_EQ(ErrorOf([&] {
               kernel.Run(p.q, p.k, p.v, cache.view, b.batch().metadata, layer.KernelOptions(),
                          view3(o, c.num_q_heads));
@@ -333,11 +343,12 @@ TEST_P(Fp8KernelTest, EndToEndCloseToF32CacheWithinDerivedBound) {
   LayerKvCache lc8 = q8.layer_cache(scales), lc32 = f32.layer_cache();
   layer8.ForwardServe(View2(hidden, DType::kFloat32, t, c.d_model), b.positions(), b.batch(), lc8,
                       View2(out8, DType::kFloat32, t, c.d_model));
-  layer32.ForwardServe(View2(hidden, DType::kFloat32, t, c.d_model), b.positions(), b.batch(),
-                       lc32, View2(out32, DType::kFloat32, t, c.d_model));
+  layer32.ForwardServe(View2(hidden, DType::kFloat32, t, c.d_model), b.positions(), b.batch(), lc32,
+                       View2(out32, DType::kFloat32, t, c.d_model));
 
   // The projections both runs used (f32 activations: the f32 cache stores them as is).
-  const QkvProjections p = layer32.ProjectQkv(View2(hidden, DType::kFloat32, t, c.d_model), b.positions());
+  const QkvProjections p =
+      layer32.ProjectQkv(View2(hidden, DType::kFloat32, t, c.d_model), b.positions());
   const auto [kq, vq] = Quantized(p, dtype, scales);
   EXPECT_EQ(q8.bytes, ExpectedCache(b, q8_before, kq, vq, dtype, hkv, d));
 
@@ -381,7 +392,8 @@ TEST_P(Fp8KernelTest, EndToEndCloseToF32CacheWithinDerivedBound) {
             ASSERT_LT(std::fabs(kx) / scales.k_scale, fi.max);  // no clipping
             const double qx = qf[(r * hq + n) * d + x];
             e += std::fabs(qx) * (u * std::fabs(kx) + scales.k_scale * delta);
-            const double k_hat = LoadAsF32(dtype, &kq[(j * hkv + h) * d + x]) * static_cast<double>(scales.k_scale);
+            const double k_hat =
+                LoadAsF32(dtype, &kq[(j * hkv + h) * d + x]) * static_cast<double>(scales.k_scale);
             dot += qx * (k_hat - kx);
           }
           e_max = std::max(e_max, sm * e);
@@ -390,18 +402,22 @@ TEST_P(Fp8KernelTest, EndToEndCloseToF32CacheWithinDerivedBound) {
         for (int64_t x = 0; x < d; ++x) {
           double vm = 0, dv = 0;
           for (int32_t pos = 0; pos < off; ++pos) {
-            vm = std::max(vm, std::fabs(static_cast<double>(prior[b.SlotOffset(i, pos, 2 * h + 1, hkv, d) + x])));
+            vm = std::max(
+                vm,
+                std::fabs(static_cast<double>(prior[b.SlotOffset(i, pos, 2 * h + 1, hkv, d) + x])));
           }
           for (int32_t j = first; j < first + len; ++j) {
             const double vx = vf[(j * hkv + h) * d + x];
             ASSERT_LT(std::fabs(vx) / scales.v_scale, fi.max);  // no clipping
             vm = std::max(vm, std::fabs(vx));
-            const double v_hat = LoadAsF32(dtype, &vq[(j * hkv + h) * d + x]) * static_cast<double>(scales.v_scale);
+            const double v_hat =
+                LoadAsF32(dtype, &vq[(j * hkv + h) * d + x]) * static_cast<double>(scales.v_scale);
             dv = std::max(dv, std::fabs(v_hat - vx));
           }
           bound_act[n * d + x] = std::expm1(2 * e_act) * (vm + dv) + dv;
           v_max[n * d + x] = vm;
-          bound_o[n * d + x] = std::expm1(2 * e_max) * (1 + u) * vm + u * vm + scales.v_scale * delta;
+          bound_o[n * d + x] =
+              std::expm1(2 * e_max) * (1 + u) * vm + u * vm + scales.v_scale * delta;
         }
       }
       for (int64_t j = 0; j < c.d_model; ++j) {
@@ -413,7 +429,8 @@ TEST_P(Fp8KernelTest, EndToEndCloseToF32CacheWithinDerivedBound) {
           bound2 += a * (bound_act[x] + f32_slack);
           trivial += a * 2 * v_max[x];
         }
-        const double err = std::fabs(static_cast<double>(y8[r * c.d_model + j]) - y32[r * c.d_model + j]);
+        const double err =
+            std::fabs(static_cast<double>(y8[r * c.d_model + j]) - y32[r * c.d_model + j]);
         EXPECT_LE(err, bound) << "row " << r << " col " << j;
         EXPECT_LE(err, bound2) << "row " << r << " col " << j;
         // The bound must say something: well below the trivial |y8| + |y32| bound.
