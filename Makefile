@@ -18,7 +18,7 @@ build: deps
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
 
-test: build
+test: build models
 	@ctest --preset release -j $(JOBS)
 
 # Sanitizer build of the C++ tests (the exhaustive 2^32 sweeps are skipped: too slow there).

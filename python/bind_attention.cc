@@ -108,11 +108,10 @@ py::tuple RaggedPagedAttentionPy(const py::array& queries, const py::array& keys
   if (sinks) {
     sinks_array = py::array::ensure(*sinks, py::array::c_style);
     if (DTypeNameOf(sinks_array) != "float32") {  // §3 item 17: sinks must be f32 [Hq]
-      throw InvalidArgument(Concat("Expected attention_sink.shape[0]=",
-                                   sinks_array.ndim() >= 1 ? sinks_array.shape(0) : 0,
-                                   " to be equal to q.shape[1]=",
-                                   queries.ndim() >= 2 ? queries.shape(1) : 0,
-                                   " (num_q_heads)."));
+      throw InvalidArgument(Concat(
+          "Expected attention_sink.shape[0]=", sinks_array.ndim() >= 1 ? sinks_array.shape(0) : 0,
+          " to be equal to q.shape[1]=", queries.ndim() >= 2 ? queries.shape(1) : 0,
+          " (num_q_heads)."));
     }
     options.sinks = ViewOf(sinks_array, "sinks");
   }
@@ -135,12 +134,11 @@ py::tuple RaggedPagedAttentionPy(const py::array& queries, const py::array& keys
 void BindAttention(py::module_& m) {
   m.def("ragged_paged_attention", &RaggedPagedAttentionPy, py::arg("queries"), py::arg("keys"),
         py::arg("values"), py::arg("kv_cache"), py::arg("kv_lens"), py::arg("page_indices"),
-        py::arg("cu_q_lens"), py::arg("distribution"), py::kw_only(),
-        py::arg("sm_scale") = 1.0f, py::arg("sliding_window") = py::none(),
-        py::arg("soft_cap") = py::none(), py::arg("sinks") = py::none(),
-        py::arg("q_scale") = py::none(), py::arg("k_scale") = py::none(),
-        py::arg("v_scale") = py::none(), py::arg("use_causal_mask") = true,
-        py::arg("update_kv_cache") = true,
+        py::arg("cu_q_lens"), py::arg("distribution"), py::kw_only(), py::arg("sm_scale") = 1.0f,
+        py::arg("sliding_window") = py::none(), py::arg("soft_cap") = py::none(),
+        py::arg("sinks") = py::none(), py::arg("q_scale") = py::none(),
+        py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(),
+        py::arg("use_causal_mask") = true, py::arg("update_kv_cache") = true,
         R"doc(Ragged paged attention (rpa-contract.md); returns (output, kv_cache).
 
 queries [T, Hq, D] float32/bfloat16; keys, values [T, Hkv, D] in the cache dtype (already

@@ -130,10 +130,11 @@ class PyAttention {
                        F32Vector(wv, "wv"),         F32Vector(wo, "wo"),
                        F32Vector(q_norm, "q_norm"), F32Vector(k_norm, "k_norm"),
                        F32Vector(sinks, "sinks")};
-    if (backend.is_none()) {
-      backend_ = std::make_unique<KernelBackend>();
-    } else {
+    python_backend_ = !backend.is_none();
+    if (python_backend_) {
       backend_ = std::make_unique<PythonBackend>(backend.cast<py::function>());
+    } else {
+      backend_ = std::make_unique<KernelBackend>();
     }
     layer_ = std::make_unique<Attention>(c, std::move(w), *backend_);
   }
@@ -149,8 +150,14 @@ class PyAttention {
         Int32Span(kv_lens, "kv_lens"), Int32Span(page_indices, "page_indices"),
         Int32Span(cu_q_lens, "cu_q_lens"), Int32Span(distribution, "distribution")}};
     LayerKvCache cache{ViewOf(kv_cache, "kv_cache", /*writable=*/true), KvScales{k_scale, v_scale}};
-    layer_->ForwardServe(h, Int32Span(positions, "positions"), batch, cache,
-                         ViewOf(out, "output", true));
+    const std::span<const int32_t> pos = Int32Span(positions, "positions");
+    const TensorView out_view = ViewOf(out, "output", true);
+    if (python_backend_) {  // the callback needs the GIL
+      layer_->ForwardServe(h, pos, batch, cache, out_view);
+    } else {
+      py::gil_scoped_release release;
+      layer_->ForwardServe(h, pos, batch, cache, out_view);
+    }
     return out;
   }
 
@@ -164,6 +171,7 @@ class PyAttention {
   }
 
  private:
+  bool python_backend_ = false;
   std::unique_ptr<AttentionBackend> backend_;
   std::unique_ptr<Attention> layer_;
 };

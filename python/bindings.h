@@ -10,5 +10,6 @@ void BindNumerics(pybind11::module_& m);   // bind_numerics.cc: rpa.cast
 void BindQuantize(pybind11::module_& m);   // bind_quantize.cc: rpa.quantize_kv
 void BindAttention(pybind11::module_& m);  // bind_attention.cc: rpa.ragged_paged_attention
 void BindLayers(pybind11::module_& m);     // bind_layers.cc: rpa.Attention, rpa.kv_cache_dtype
+void BindTokenizer(pybind11::module_& m);  // bind_tokenizer.cc: rpa.Tokenizer
 
 }  // namespace rpa::python

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_rpa, m) {
   rpa::python::BindQuantize(m);
   rpa::python::BindAttention(m);
   rpa::python::BindLayers(m);
+  rpa::python::BindTokenizer(m);
 }

@@ -132,8 +132,165 @@ HWY_INLINE float LoadKvScalar(const uint8_t* row, size_t d) {
 }
 
 // ---------------------------------------------------------------------------------------
-// S[j, t] = q_j . K_t for kQ queries (rows of q, stride D) and the tile's n tokens.
-// kT tokens are processed together so kQ * kT independent FMA chains hide the latency.
+// Group decoding. The hot loops consume head_dim in groups of kGroupVecs = 4 vectors
+// (4 * Lanes elements). A group is decoded with byte/word interleaves against zero, which
+// place each code in the high bits of a wider lane in one instruction:
+//   bf16:   InterleaveLower/Upper(0, x) as u32 = x << 16, the f32 itself (1 op per vector);
+//   e5m2:   InterleaveLower/Upper(0, b) as u16 = b << 8, the f16 itself, then f16 -> f32;
+//   e4m3fn: the same, then an arithmetic shift right by one and a mask turn s.eeee.mmm into
+//           the f16 s.0eeee.mmm0000000 = value * 2^-8 (see DecodeE4M3FNScaled).
+// Interleaves work within 128-bit blocks, so a group's lanes come out in a fixed permuted
+// order. Dot products do not care as long as q uses the same order, and P.V accumulates in
+// it; so queries are permuted once on load and accumulators un-permuted once on store
+// (GroupPerm). Elements past the last whole group use the plain per-vector decode, in
+// natural order. The scalar target uses the plain decode throughout.
+constexpr int kGroupVecs = 4;
+#if HWY_TARGET == HWY_SCALAR
+constexpr bool kInterleaved = false;
+#else
+constexpr bool kInterleaved = true;
+#endif
+
+template <KvKind kKind>
+HWY_INLINE void DecodeGroup(DF df, const uint8_t* row, size_t d, hn::Vec<DF> (&out)[kGroupVecs]) {
+  const size_t N = hn::Lanes(df);
+  if constexpr (kKind == KvKind::kF32 || !kInterleaved) {
+    for (int v = 0; v < kGroupVecs; ++v) out[v] = LoadKv<kKind>(df, row, d + v * N);
+  }
+#if HWY_TARGET != HWY_SCALAR
+  else if constexpr (kKind == KvKind::kBF16) {
+    const hn::Repartition<uint16_t, DF> du16;
+    const auto z = hn::Zero(du16);
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + d;
+    for (int h = 0; h < 2; ++h) {
+      const auto x = hn::LoadU(du16, p + h * 2 * N);
+      out[2 * h] = hn::BitCast(df, hn::InterleaveLower(du16, z, x));
+      out[2 * h + 1] = hn::BitCast(df, hn::InterleaveUpper(du16, z, x));
+    }
+  } else {
+    const hn::Repartition<uint8_t, DF> du8;
+    const hn::Repartition<int16_t, DF> di16;
+    const hn::Repartition<hwy::float16_t, DF> df16;
+    const hn::Half<decltype(df16)> dh16;
+    const auto x = hn::LoadU(du8, row + d);
+    const auto z = hn::Zero(du8);
+    auto lo = hn::BitCast(di16, hn::InterleaveLower(du8, z, x));
+    auto hi = hn::BitCast(di16, hn::InterleaveUpper(du8, z, x));
+    if constexpr (kKind == KvKind::kE4M3Scaled) {
+      const auto mask = hn::Set(di16, static_cast<int16_t>(0xBF80));
+      lo = hn::And(hn::ShiftRight<1>(lo), mask);
+      hi = hn::And(hn::ShiftRight<1>(hi), mask);
+    }
+    const auto hlo = hn::BitCast(df16, lo);
+    const auto hhi = hn::BitCast(df16, hi);
+    out[0] = hn::PromoteTo(df, hn::LowerHalf(dh16, hlo));
+    out[1] = hn::PromoteTo(df, hn::UpperHalf(dh16, hlo));
+    out[2] = hn::PromoteTo(df, hn::LowerHalf(dh16, hhi));
+    out[3] = hn::PromoteTo(df, hn::UpperHalf(dh16, hhi));
+  }
+#endif
+}
+
+// perm[i] = the natural index (within a group) of the element DecodeGroup puts at position
+// i, found by decoding a probe group whose element j decodes to a value that identifies j.
+template <KvKind kKind>
+struct GroupPerm {
+  uint8_t perm[kGroupVecs * HWY_MAX_BYTES / sizeof(float)];
+  bool identity = true;
+  GroupPerm() {
+    const DF df;
+    const size_t G = kGroupVecs * hn::Lanes(df);
+    alignas(64) uint8_t probe[kGroupVecs * HWY_MAX_BYTES];
+    float probe_value[sizeof(perm)];
+    for (size_t j = 0; j < G; ++j) {
+      if constexpr (kKind == KvKind::kF32) {
+        const float f = static_cast<float>(j);
+        std::memcpy(probe + 4 * j, &f, 4);
+      } else if constexpr (kKind == KvKind::kBF16) {
+        const uint16_t b = F32ToBF16(static_cast<float>(j));  // exact: j < 256
+        std::memcpy(probe + 2 * j, &b, 2);
+      } else {
+        probe[j] = static_cast<uint8_t>(j);  // codes 0..63: distinct, finite values
+      }
+      probe_value[j] = LoadKvScalar<kKind>(probe, j);
+    }
+    hn::Vec<DF> out[kGroupVecs];
+    DecodeGroup<kKind>(df, probe, 0, out);
+    alignas(64) float got[sizeof(perm)];
+    for (int v = 0; v < kGroupVecs; ++v) hn::StoreU(out[v], df, got + v * hn::Lanes(df));
+    for (size_t i = 0; i < G; ++i) {
+      size_t j = 0;
+      while (j + 1 < G && probe_value[j] != got[i]) ++j;
+      perm[i] = static_cast<uint8_t>(j);
+      identity = identity && j == i;
+    }
+  }
+};
+
+template <KvKind kKind>
+const GroupPerm<kKind>& Perm() {
+  static const GroupPerm<kKind> perm;
+  return perm;
+}
+
+// dst[i] = src[perm(i)] over the whole groups of a row of D floats; the rest is copied.
+template <KvKind kKind>
+HWY_INLINE void PermuteRow(DF df, const float* src, size_t D, float* dst) {
+  const GroupPerm<kKind>& p = Perm<kKind>();
+  const size_t G = kGroupVecs * hn::Lanes(df);
+  size_t d = 0;
+  if (!p.identity) {
+    for (; d + G <= D; d += G)
+      for (size_t i = 0; i < G; ++i) dst[d + i] = src[d + p.perm[i]];
+  }
+  for (; d < D; ++d) dst[d] = src[d];
+}
+
+// The inverse: dst[perm(i)] = src[i].
+template <KvKind kKind>
+HWY_INLINE void UnpermuteRow(DF df, const float* src, size_t D, float* dst) {
+  const GroupPerm<kKind>& p = Perm<kKind>();
+  const size_t G = kGroupVecs * hn::Lanes(df);
+  size_t d = 0;
+  if (!p.identity) {
+    for (; d + G <= D; d += G)
+      for (size_t i = 0; i < G; ++i) dst[d + p.perm[i]] = src[d + i];
+  }
+  for (; d < D; ++d) dst[d] = src[d];
+}
+
+// out[0..3] = the lane sums of a, b, c, d. A transposing add tree: 3.25 ops per sum instead
+// of a full reduction (and broadcast) per vector.
+HWY_INLINE void Sum4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c, hn::Vec<DF> d,
+                     float* out) {
+#if HWY_TARGET == HWY_SCALAR
+  out[0] = hn::GetLane(a), out[1] = hn::GetLane(b), out[2] = hn::GetLane(c);
+  out[3] = hn::GetLane(d);
+#else
+  // Per 128-bit block: ab = [a0+a2, b0+b2, a1+a3, b1+b3], likewise cd.
+  const auto ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
+  const auto cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
+  const hn::Repartition<uint64_t, DF> du64;
+  const auto ab64 = hn::BitCast(du64, ab), cd64 = hn::BitCast(du64, cd);
+  // Per block: [a, b, c, d] partial sums.
+  const auto v = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, ab64, cd64)),
+                         hn::BitCast(df, hn::InterleaveUpper(du64, ab64, cd64)));
+#if HWY_TARGET <= HWY_AVX3
+  const hn::Half<DF> d8;
+  const auto v8 = hn::Add(hn::LowerHalf(d8, v), hn::UpperHalf(d8, v));
+  const hn::Half<decltype(d8)> d4;
+  hn::StoreU(hn::Add(hn::LowerHalf(d4, v8), hn::UpperHalf(d4, v8)), d4, out);
+#elif HWY_TARGET == HWY_AVX2
+  const hn::Half<DF> d4;
+  hn::StoreU(hn::Add(hn::LowerHalf(d4, v), hn::UpperHalf(d4, v)), d4, out);
+#else
+  hn::StoreU(v, df, out);
+#endif
+#endif
+}
+
+// S[j, t] = q_j . K_t for kQ queries (rows of q, stride D, permuted like the K groups) and
+// kT tokens. kQ * kT accumulators are independent FMA chains that hide the FMA latency.
 template <KvKind kKind, int kQ, int kT>
 HWY_INLINE void DotBlock(DF df, const float* HWY_RESTRICT q, size_t D,
                          const uint8_t* const* rows, float* HWY_RESTRICT s) {
@@ -142,19 +299,33 @@ HWY_INLINE void DotBlock(DF df, const float* HWY_RESTRICT q, size_t D,
   for (int j = 0; j < kQ; ++j)
     for (int t = 0; t < kT; ++t) acc[j][t] = hn::Zero(df);
   size_t d = 0;
+  for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) {
+    for (int t = 0; t < kT; ++t) {
+      hn::Vec<DF> k[kGroupVecs];
+      DecodeGroup<kKind>(df, rows[t], d, k);
+      for (int j = 0; j < kQ; ++j) {
+        for (int v = 0; v < kGroupVecs; ++v) {
+          acc[j][t] = hn::MulAdd(hn::LoadU(df, q + j * D + d + v * N), k[v], acc[j][t]);
+        }
+      }
+    }
+  }
   for (; d + N <= D; d += N) {
-    hn::Vec<DF> k[kT];
-    for (int t = 0; t < kT; ++t) k[t] = LoadKv<kKind>(df, rows[t], d);
-    for (int j = 0; j < kQ; ++j) {
-      const auto qv = hn::LoadU(df, q + j * D + d);
-      for (int t = 0; t < kT; ++t) acc[j][t] = hn::MulAdd(qv, k[t], acc[j][t]);
+    for (int t = 0; t < kT; ++t) {
+      const auto k = LoadKv<kKind>(df, rows[t], d);
+      for (int j = 0; j < kQ; ++j) acc[j][t] = hn::MulAdd(hn::LoadU(df, q + j * D + d), k, acc[j][t]);
     }
   }
   for (int j = 0; j < kQ; ++j) {
+    float dot[kT];
+    if constexpr (kT == 4) {
+      Sum4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3], dot);
+    } else {
+      for (int t = 0; t < kT; ++t) dot[t] = hn::GetLane(hn::SumOfLanes(df, acc[j][t]));
+    }
     for (int t = 0; t < kT; ++t) {
-      float dot = hn::GetLane(hn::SumOfLanes(df, acc[j][t]));
-      for (size_t e = d; e < D; ++e) dot += q[j * D + e] * LoadKvScalar<kKind>(rows[t], e);
-      s[j * kTile + t] = dot;
+      for (size_t e = d; e < D; ++e) dot[t] += q[j * D + e] * LoadKvScalar<kKind>(rows[t], e);
+      s[j * kTile + t] = dot[t];
     }
   }
 }
@@ -181,24 +352,24 @@ HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t
   }
 }
 
-// acc[j, d:d+kDv*N) += sum_t P[j, t] V_t[d:...] for kQ queries.
-template <KvKind kKind, int kQ, int kDv>
-HWY_INLINE void PvBlock(DF df, const float* HWY_RESTRICT p, const uint8_t* const* rows, int n,
+// acc[j, d : d + kGroupVecs*N) += sum_t P[j, t] V_t[same] for kQ queries, one group.
+template <KvKind kKind, int kQ>
+HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, const uint8_t* const* rows, int n,
                         float* HWY_RESTRICT acc, size_t D, size_t d) {
   const size_t N = hn::Lanes(df);
-  hn::Vec<DF> a[kQ][kDv];
+  hn::Vec<DF> a[kQ][kGroupVecs];
   for (int j = 0; j < kQ; ++j)
-    for (int v = 0; v < kDv; ++v) a[j][v] = hn::LoadU(df, acc + j * D + d + v * N);
+    for (int v = 0; v < kGroupVecs; ++v) a[j][v] = hn::LoadU(df, acc + j * D + d + v * N);
   for (int t = 0; t < n; ++t) {
-    hn::Vec<DF> x[kDv];
-    for (int v = 0; v < kDv; ++v) x[v] = LoadKv<kKind>(df, rows[t], d + v * N);
+    hn::Vec<DF> x[kGroupVecs];
+    DecodeGroup<kKind>(df, rows[t], d, x);
     for (int j = 0; j < kQ; ++j) {
       const auto w = hn::Set(df, p[j * kTile + t]);
-      for (int v = 0; v < kDv; ++v) a[j][v] = hn::MulAdd(w, x[v], a[j][v]);
+      for (int v = 0; v < kGroupVecs; ++v) a[j][v] = hn::MulAdd(w, x[v], a[j][v]);
     }
   }
   for (int j = 0; j < kQ; ++j)
-    for (int v = 0; v < kDv; ++v) hn::StoreU(a[j][v], df, acc + j * D + d + v * N);
+    for (int v = 0; v < kGroupVecs; ++v) hn::StoreU(a[j][v], df, acc + j * D + d + v * N);
 }
 
 template <KvKind kKind, int kQ>
@@ -206,8 +377,16 @@ HWY_INLINE void PvRows(DF df, const float* p, const uint8_t* const* rows, int n,
                        size_t D) {
   const size_t N = hn::Lanes(df);
   size_t d = 0;
-  for (; d + 4 * N <= D; d += 4 * N) PvBlock<kKind, kQ, 4>(df, p, rows, n, acc, D, d);
-  for (; d + N <= D; d += N) PvBlock<kKind, kQ, 1>(df, p, rows, n, acc, D, d);
+  for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) PvGroup<kKind, kQ>(df, p, rows, n, acc, D, d);
+  for (; d + N <= D; d += N) {
+    hn::Vec<DF> a[kQ];
+    for (int j = 0; j < kQ; ++j) a[j] = hn::LoadU(df, acc + j * D + d);
+    for (int t = 0; t < n; ++t) {
+      const auto x = LoadKv<kKind>(df, rows[t], d);
+      for (int j = 0; j < kQ; ++j) a[j] = hn::MulAdd(hn::Set(df, p[j * kTile + t]), x, a[j]);
+    }
+    for (int j = 0; j < kQ; ++j) hn::StoreU(a[j], df, acc + j * D + d);
+  }
   for (; d < D; ++d) {
     for (int t = 0; t < n; ++t) {
       const float x = LoadKvScalar<kKind>(rows[t], d);
@@ -229,12 +408,18 @@ HWY_INLINE void PvTile(DF df, const float* p, int64_t M, const uint8_t* const* r
   }
 }
 
-// Decodes n rows of D elements into f32 rows of the scratch (stride D).
+// Decodes n rows of D elements into f32 rows of the scratch (stride D), in the same
+// (permuted) order the direct path uses, so either path pairs with the permuted queries.
 template <KvKind kKind>
 HWY_INLINE void DecodeTile(DF df, const uint8_t* const* rows, int n, size_t D, float* out) {
   const size_t N = hn::Lanes(df);
   for (int t = 0; t < n; ++t) {
     size_t d = 0;
+    for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) {
+      hn::Vec<DF> x[kGroupVecs];
+      DecodeGroup<kKind>(df, rows[t], d, x);
+      for (int v = 0; v < kGroupVecs; ++v) hn::StoreU(x[v], df, out + t * D + d + v * N);
+    }
     for (; d + N <= D; d += N) hn::StoreU(LoadKv<kKind>(df, rows[t], d), df, out + t * D + d);
     for (; d < D; ++d) out[t * D + d] = LoadKvScalar<kKind>(rows[t], d);
   }
@@ -422,7 +607,8 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     const int64_t r = it.row_begin + mh / G, head = (it.head_begin + m / Mh) * G + mh % G;
     const uint8_t* src = static_cast<const uint8_t*>(qv.data) +
                          (r * qv.strides[0] + head * qv.strides[1]) * qes;
-    LoadQuery(df, a, src, static_cast<size_t>(D), sc.q + m * D);
+    LoadQuery(df, a, src, static_cast<size_t>(D), sc.kf);  // kf: free until the tiles
+    PermuteRow<kKind>(df, sc.kf, static_cast<size_t>(D), sc.q + m * D);
     sc.mx[m] = -std::numeric_limits<float>::infinity();
     sc.sum[m] = 0.0f;
   }
@@ -435,13 +621,22 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   const int64_t slot_bytes = 2 * sh.num_kv_heads * D * es;  // all heads of one token
   const int64_t head_bytes = 2 * D * es;                    // K and V of one head
   const int32_t* pages = plan.page_indices.data() + it.seq * plan.pages_per_seq;
-  // Start of the item's heads in the page slot of position t.
-  auto slot_of = [&](int32_t t) {
-    return cache + (static_cast<int64_t>(pages[t / PS]) * PS + t % PS) * slot_bytes +
-           it.head_begin * head_bytes;
+  const uint8_t* item_base = cache + it.head_begin * head_bytes;
+  // out[i] = start of the item's heads in the page slot of position t + i, i < count. One
+  // division per tile; then the slot walks along the page and jumps at page ends.
+  auto fill_slots = [&](int32_t t, int count, const uint8_t** out) {
+    int64_t entry = t / PS, slot = t % PS;
+    const uint8_t* page = item_base + static_cast<int64_t>(pages[entry]) * PS * slot_bytes;
+    for (int i = 0; i < count; ++i) {
+      out[i] = page + slot * slot_bytes;
+      if (++slot == PS && i + 1 < count) {  // only read table entries of used positions
+        slot = 0;
+        page = item_base + static_cast<int64_t>(pages[++entry]) * PS * slot_bytes;
+      }
+    }
   };
   const bool decode_tiles = Mh > kDirectMaxM;
-  const uint8_t* slots[kTile];
+  const uint8_t* slot_buf[2][kTile];  // this tile's and the next tile's slots
   const uint8_t* krows[kTile];
   const uint8_t* vrows[kTile];
   const uint8_t* kf_rows[kTile];
@@ -451,22 +646,23 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
   }
   const size_t ud = static_cast<size_t>(D);
-  const int64_t span_bytes = H * head_bytes;  // contiguous bytes the item reads per token
 
   // Tiles sit on a grid of kTile absolute positions, so with page_size 16 a tile is a page.
   // Positions of the first tile before kv_lo are valid (< kv_len) and masked for every query.
-  for (int32_t t0 = kv_lo / kTile * kTile; t0 < kv_hi; t0 += kTile) {
+  const int32_t first = kv_lo / kTile * kTile;
+  if (first < kv_hi) fill_slots(first, std::min<int32_t>(kTile, kv_hi - first), slot_buf[0]);
+  for (int32_t t0 = first, cur = 0; t0 < kv_hi; t0 += kTile, cur ^= 1) {
     const int n = static_cast<int>(std::min<int32_t>(kTile, kv_hi - t0));
-    for (int t = 0; t < n; ++t) slots[t] = slot_of(t0 + t);
-    // Prefetch the next tile (every other line: the adjacent-line prefetcher fetches pairs).
-    static const int kTmpPf = getenv("RPA_TMP_PF") ? atoi(getenv("RPA_TMP_PF")) : 1;
-    const int32_t next_end = std::min<int32_t>(t0 + (kTmpPf + 1) * kTile, kv_hi);
-    if (kTmpPf > 1) t0 += (kTmpPf - 1) * kTile;
-    for (int32_t t = t0 + kTile; t < next_end; ++t) {
-      const uint8_t* p = slot_of(t);
-      for (int64_t b = 0; b < span_bytes; b += 128) hwy::Prefetch(p + b);
+    const uint8_t* const* slots = slot_buf[cur];
+    // Prefetch the first line of each slot of the next tile: it starts the page walk and the
+    // DRAM access of the next page (a random jump the prefetchers cannot predict); the
+    // hardware streamer follows the rest of each contiguous slot. Prefetching every line
+    // measured slower (the extra instructions cost more than they hide).
+    const int next_n = static_cast<int>(std::min<int32_t>(kTile, kv_hi - t0 - kTile));
+    if (next_n > 0) {
+      fill_slots(t0 + kTile, next_n, slot_buf[cur ^ 1]);
+      for (int t = 0; t < next_n; ++t) hwy::Prefetch(slot_buf[cur ^ 1][t]);
     }
-    if (kTmpPf > 1) t0 -= (kTmpPf - 1) * kTile;
     for (int64_t hh = 0; hh < H; ++hh) {
       for (int t = 0; t < n; ++t) {
         krows[t] = slots[t] + hh * head_bytes;
@@ -505,7 +701,8 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     const int64_t r = it.row_begin + mh / G, head = (it.head_begin + m / Mh) * G + mh % G;
     const float f = Normalizer(sc.mx[m], sc.sum[m], a.sinks ? a.sinks + head : nullptr,
                                a.out_scale);
-    StoreOutput(df, sc.acc + m * D, f, a.output.dtype, ud, OutputRow(a, r, head));
+    UnpermuteRow<kKind>(df, sc.acc + m * D, ud, sc.vf);
+    StoreOutput(df, sc.vf, f, a.output.dtype, ud, OutputRow(a, r, head));
   }
 }
 
@@ -522,10 +719,13 @@ void ComputeItem(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scra
   RPA_CHECK(false && "unsupported kv_cache dtype");
 }
 
-// Combines the partial states of one split (seq, kv head, rows) into the output. A chunk
+namespace {
+
+// Combines the partial states of one split (seq, head range, rows) into the output. A chunk
 // that saw no visible token has max -inf and weight 0; it is skipped, so an empty chunk
 // never turns the result into NaN.
-void MergePartials(const AttentionKernelArgs& a, const AttentionMerge& mg, Scratch& sc) {
+template <KvKind kKind>
+void MergePartialsT(const AttentionKernelArgs& a, const AttentionMerge& mg, Scratch& sc) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const AttentionPlan& plan = *a.plan;
@@ -559,8 +759,22 @@ void MergePartials(const AttentionKernelArgs& a, const AttentionMerge& mg, Scrat
     const int64_t mh = m % Mh;
     const int64_t r = mg.row_begin + mh / G, head = (mg.head_begin + m / Mh) * G + mh % G;
     const float f = Normalizer(gmax, sum, a.sinks ? a.sinks + head : nullptr, a.out_scale);
-    StoreOutput(df, acc, f, a.output.dtype, static_cast<size_t>(D), OutputRow(a, r, head));
+    UnpermuteRow<kKind>(df, acc, static_cast<size_t>(D), sc.q);
+    StoreOutput(df, sc.q, f, a.output.dtype, static_cast<size_t>(D), OutputRow(a, r, head));
   }
+}
+
+}  // namespace
+
+void MergePartials(const AttentionKernelArgs& a, const AttentionMerge& mg, Scratch& sc) {
+  switch (a.kv_cache.dtype) {
+    case DType::kFloat32: return MergePartialsT<KvKind::kF32>(a, mg, sc);
+    case DType::kBFloat16: return MergePartialsT<KvKind::kBF16>(a, mg, sc);
+    case DType::kFloat8E4M3FN: return MergePartialsT<KvKind::kE4M3Scaled>(a, mg, sc);
+    case DType::kFloat8E5M2: return MergePartialsT<KvKind::kE5M2>(a, mg, sc);
+    case DType::kFloat16: break;  // rejected by validation
+  }
+  RPA_CHECK(false && "unsupported kv_cache dtype");
 }
 
 }  // namespace HWY_NAMESPACE

@@ -107,10 +107,14 @@ class Cursor {
   uint64_t left() const { return bytes_.size() - pos_; }
   const uint8_t* at(uint64_t pos) const { return bytes_.data() + pos; }
 
+  // What is being read ("key 'general.name'", "tensor 'blk.0.attn_q.weight'"), named in
+  // every failure; empty between entries.
+  void set_context(std::string context) { context_ = std::move(context); }
+
   template <typename... Parts>
   [[noreturn]] void Fail(uint64_t where, const Parts&... parts) const {
-    throw ModelFormatError(
-        Concat("GGUF '", label_, "': ", parts..., " (at byte ", where, " of ", bytes_.size(), ")"));
+    throw ModelFormatError(Concat("GGUF '", label_, "': ", context_, context_.empty() ? "" : ": ",
+                                  parts..., " (at byte ", where, " of ", bytes_.size(), ")"));
   }
 
   // Advances past `n` bytes and returns their start.
@@ -140,11 +144,12 @@ class Cursor {
  private:
   std::span<const uint8_t> bytes_;
   const std::string& label_;
+  std::string context_;
   uint64_t pos_ = 0;
 };
 
 // Reads the value of `type` at the cursor (after its type tag) into `out`.
-void ReadValue(Cursor& c, GgufValueType type, std::string_view key, GgufValue& out) {
+void ReadValue(Cursor& c, GgufValueType type, GgufValue& out) {
   out.type = type;
   out.elem_type = type;
   out.count = 1;
@@ -158,18 +163,18 @@ void ReadValue(Cursor& c, GgufValueType type, std::string_view key, GgufValue& o
     out.size = ScalarSize(type);
     out.data = c.Take(out.size, "scalar value");
     if (type == GgufValueType::kBool && *out.data > 1) {
-      c.Fail(c.pos() - 1, "key '", key, "': bool value ", int{*out.data}, " is not 0 or 1");
+      c.Fail(c.pos() - 1, "bool value ", int{*out.data}, " is not 0 or 1");
     }
     return;
   }
   const uint64_t tag_pos = c.pos();
   const uint32_t elem = c.Read<uint32_t>("array element type");
   if (!IsValidValueType(elem)) {
-    c.Fail(tag_pos, "key '", key, "': unknown array element type ", elem);
+    c.Fail(tag_pos, "unknown array element type ", elem);
   }
   out.elem_type = static_cast<GgufValueType>(elem);
   if (out.elem_type == GgufValueType::kArray) {
-    c.Fail(tag_pos, "key '", key, "': nested arrays are not supported");
+    c.Fail(tag_pos, "nested arrays are not supported");
   }
   const uint64_t count_pos = c.pos();
   out.count = c.Read<uint64_t>("array length");
@@ -177,21 +182,20 @@ void ReadValue(Cursor& c, GgufValueType type, std::string_view key, GgufValue& o
   if (out.elem_type == GgufValueType::kString) {
     // Each string takes at least its 8-byte length: bound the count before walking.
     if (out.count > c.left() / 8) {
-      c.Fail(count_pos, "key '", key, "': array of ", out.count, " strings cannot fit in the ",
-             c.left(), " bytes left");
+      c.Fail(count_pos, "array of ", out.count, " strings cannot fit in the ", c.left(),
+             " bytes left");
     }
     for (uint64_t i = 0; i < out.count; ++i) c.ReadString("string array element");
   } else {
     const uint64_t esize = ScalarSize(out.elem_type);
     if (out.count > c.left() / esize) {
-      c.Fail(count_pos, "key '", key, "': array of ", out.count, " ",
-             GgufValueTypeName(out.elem_type), " (", esize, " bytes each) runs past the end (",
-             c.left(), " bytes left)");
+      c.Fail(count_pos, "array of ", out.count, " ", GgufValueTypeName(out.elem_type), " (", esize,
+             " bytes each) runs past the end (", c.left(), " bytes left)");
     }
     c.Take(out.count * esize, "array elements");
     if (out.elem_type == GgufValueType::kBool) {
       for (uint64_t i = 0; i < out.count; ++i) {
-        if (*c.at(start + i) > 1) c.Fail(start + i, "key '", key, "': bool element > 1");
+        if (*c.at(start + i) > 1) c.Fail(start + i, "bool element > 1");
       }
     }
   }
@@ -264,11 +268,12 @@ void GgufFile::ParseAll() {
   const uint64_t n_tensors = c.Read<uint64_t>("tensor count");
   const uint64_t n_kv = c.Read<uint64_t>("metadata count");
   if (n_kv > c.left() / kMinKvBytes) {
-    c.Fail(16, "absurd metadata count ", n_kv, ": ", c.left(), " bytes cannot hold that many");
+    c.Fail(16, "metadata count ", n_kv, " cannot fit in the ", c.left(),
+           " bytes left (truncated file or corrupt count)");
   }
   if (n_tensors > c.left() / kMinTensorInfoBytes) {
-    c.Fail(8, "absurd tensor count ", n_tensors, ": ", c.left(),
-           " bytes cannot hold that many tensor infos");
+    c.Fail(8, "tensor count ", n_tensors, " cannot fit in the ", c.left(),
+           " bytes left (truncated file or corrupt count)");
   }
 
   kvs_.reserve(n_kv);
@@ -277,16 +282,18 @@ void GgufFile::ParseAll() {
     const uint64_t kv_pos = c.pos();
     GgufKeyValue kv;
     kv.key = c.ReadString("metadata key");
+    c.set_context(Concat("key '", kv.key, "'"));
     const uint64_t type_pos = c.pos();
     const uint32_t type = c.Read<uint32_t>("metadata value type");
     if (!IsValidValueType(type)) {
-      c.Fail(type_pos, "key '", kv.key, "': unknown value type ", type);
+      c.Fail(type_pos, "unknown value type ", type);
     }
-    ReadValue(c, static_cast<GgufValueType>(type), kv.key, kv.value);
+    ReadValue(c, static_cast<GgufValueType>(type), kv.value);
     if (!key_index_.emplace(kv.key, kvs_.size()).second) {
-      c.Fail(kv_pos, "duplicate metadata key '", kv.key, "'");
+      c.Fail(kv_pos, "duplicate metadata key");
     }
     kvs_.push_back(kv);
+    c.set_context("");
   }
 
   alignment_ = kDefaultAlignment;
@@ -307,48 +314,47 @@ void GgufFile::ParseAll() {
     const uint64_t info_pos = c.pos();
     GgufTensorInfo t{};
     t.name = c.ReadString("tensor name");
+    c.set_context(Concat("tensor '", t.name, "'"));
     const uint64_t dims_pos = c.pos();
     t.n_dims = c.Read<uint32_t>("tensor n_dims");
     if (t.n_dims < 1 || t.n_dims > kMaxDims) {
-      c.Fail(dims_pos, "tensor '", t.name, "': n_dims = ", t.n_dims, " (must be 1..", kMaxDims,
-             ")");
+      c.Fail(dims_pos, "n_dims = ", t.n_dims, " (must be 1..", kMaxDims, ")");
     }
     t.ne.fill(1);
     t.n_elements = 1;
     for (uint32_t d = 0; d < t.n_dims; ++d) {
       const uint64_t ne_pos = c.pos();
       t.ne[d] = c.Read<int64_t>("tensor dimension");
-      if (t.ne[d] < 1) c.Fail(ne_pos, "tensor '", t.name, "': ne[", d, "] = ", t.ne[d], " < 1");
+      if (t.ne[d] < 1) c.Fail(ne_pos, "ne[", d, "] = ", t.ne[d], " < 1");
       if (__builtin_mul_overflow(t.n_elements, t.ne[d], &t.n_elements)) {
-        c.Fail(ne_pos, "tensor '", t.name, "': element count overflows int64 at ne[", d,
-               "] = ", t.ne[d]);
+        c.Fail(ne_pos, "element count overflows int64 at ne[", d, "] = ", t.ne[d]);
       }
     }
     const uint64_t type_pos = c.pos();
     const uint32_t type = c.Read<uint32_t>("tensor type");
     const std::optional<GgmlTypeTraits> traits = FindGgmlType(type);
-    if (!traits) c.Fail(type_pos, "tensor '", t.name, "': unknown or unsupported ggml type ", type);
+    if (!traits) c.Fail(type_pos, "unknown or unsupported ggml type ", type);
     t.type = traits->type;
     if (t.ne[0] % traits->block_size != 0) {
-      c.Fail(dims_pos, "tensor '", t.name, "': row length ne[0] = ", t.ne[0],
-             " is not a multiple of the ", traits->name, " block size ", traits->block_size);
+      c.Fail(dims_pos, "row length ne[0] = ", t.ne[0], " is not a multiple of the ", traits->name,
+             " block size ", traits->block_size);
     }
     // n_elements < 2^63 but a type takes up to 8 bytes per value: the product can overflow.
     const uint64_t n_blocks = static_cast<uint64_t>(t.n_elements) / traits->block_size;
     if (__builtin_mul_overflow(n_blocks, uint64_t{traits->type_size}, &t.n_bytes)) {
-      c.Fail(dims_pos, "tensor '", t.name, "': byte size overflows");
+      c.Fail(dims_pos, "byte size overflows");
     }
     const uint64_t off_pos = c.pos();
     const uint64_t rel = c.Read<uint64_t>("tensor data offset");
     if (rel % alignment_ != 0) {
-      c.Fail(off_pos, "tensor '", t.name, "': data offset ", rel, " is not a multiple of the ",
-             "alignment ", alignment_);
+      c.Fail(off_pos, "data offset ", rel, " is not a multiple of the alignment ", alignment_);
     }
     if (!tensor_index_.emplace(t.name, tensors_.size()).second) {
-      c.Fail(info_pos, "duplicate tensor name '", t.name, "'");
+      c.Fail(info_pos, "duplicate tensor name");
     }
     tensors_.push_back(t);
     rel_offsets.push_back(rel);
+    c.set_context("");
   }
 
   // The data section starts at the next multiple of the alignment. pos <= file size < 2^63

@@ -25,7 +25,10 @@
 //   EncodeF16<kSat>(df, v, uint16_t*)       kSat=true: finite overflow and +-inf -> +-max
 //   EncodeBF16<kSat>(df, v, uint16_t*)      NaN -> the canonical quiet NaN with its sign
 //   EncodeNarrowBits<Fmt, kSat>(df, v)      the same, returning the codes as i32 lanes
+// Compile-time dtype forms (kFrom / kTo a DType; f32 is a plain load / store):
+//   DecodeAs<kFrom>(df, const void*) -> Vec<DF>,  EncodeAs<kTo, kSat>(df, v, void*)
 // Spans (any n, tails through a stack buffer):
+//   ForEachChunk<kSrcSize, kDstSize>(df, src, dst, n, body)  whole vectors + padded tail
 //   DecodeToF32(df, DType from, const void* src, float* dst, size_t n)
 //   EncodeFromF32(df, const float* src, DType to, void* dst, size_t n, bool saturate)
 //
@@ -178,17 +181,26 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeNarrowBits(DF df, hn::Vec<DF> v
   constexpr int kEmin = 1 - Fmt::bias;
   const uint32_t c_bits = static_cast<uint32_t>(kEmin - Fmt::man + 23 + 127) << 23;
   const auto c = hn::BitCast(df, hn::Set(du, c_bits));
-  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::Abs(v), c)), hn::BitCast(di, c));
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, abs), c)), hn::BitCast(di, c));
   const uint32_t min_normal_bits = static_cast<uint32_t>(kEmin + 127) << 23;
   const auto abs_i = hn::BitCast(di, abs);
   auto code = hn::IfThenElse(hn::Lt(abs_i, hn::Set(di, static_cast<int32_t>(min_normal_bits))), sub,
                              normal);
 
-  const int32_t on_overflow = static_cast<int32_t>(kSaturate ? Fmt::max_code : Fmt::overflow_code);
-  code = hn::IfThenElse(hn::Gt(code, hn::Set(di, static_cast<int32_t>(Fmt::max_code))),
-                        hn::Set(di, on_overflow), code);
-  code = hn::IfThenElse(hn::Gt(abs_i, hn::Set(di, 0x7F800000)),
-                        hn::Set(di, static_cast<int32_t>(Fmt::nan_code)), code);
+  // NaN and +-inf took the normal path and came out above max_code (their exponent field
+  // is all ones), so overflow handling covers them; NaN then needs its own code unless it
+  // equals the overflow code (e4m3fn, non-saturating).
+  const auto max_code = hn::Set(di, static_cast<int32_t>(Fmt::max_code));
+  if constexpr (kSaturate) {
+    code = hn::Min(code, max_code);
+  } else {
+    code = hn::IfThenElse(hn::Gt(code, max_code),
+                          hn::Set(di, static_cast<int32_t>(Fmt::overflow_code)), code);
+  }
+  if constexpr (kSaturate || Fmt::overflow_code != Fmt::nan_code) {
+    code = hn::IfThenElse(hn::Gt(abs_i, hn::Set(di, 0x7F800000)),
+                          hn::Set(di, static_cast<int32_t>(Fmt::nan_code)), code);
+  }
   // The f32 sign bit moved down to the format's sign bit.
   constexpr int kSignDown = 31 - (Fmt::sign_bit == 0x80u ? 7 : 15);
   const auto sign = hn::ShiftRight<kSignDown>(hn::And(bits, hn::Set(du, 0x80000000u)));

@@ -24,19 +24,33 @@ double QuantizeQueryElement(float q, float q_scale, DType cache_dtype) {
   float x = q / q_scale;
   float max = 0;
   switch (cache_dtype) {
-    case DType::kFloat32: return x;
-    case DType::kBFloat16: max = 0x1.FEp127f; break;
-    case DType::kFloat16: max = 65504.0f; break;
-    case DType::kFloat8E4M3FN: max = 448.0f; break;
-    case DType::kFloat8E5M2: max = 57344.0f; break;
+    case DType::kFloat32:
+      return x;
+    case DType::kBFloat16:
+      max = 0x1.FEp127f;
+      break;
+    case DType::kFloat16:
+      max = 65504.0f;
+      break;
+    case DType::kFloat8E4M3FN:
+      max = 448.0f;
+      break;
+    case DType::kFloat8E5M2:
+      max = 57344.0f;
+      break;
   }
   if (!std::isnan(x)) x = std::clamp(x, -max, max);
   switch (cache_dtype) {
-    case DType::kBFloat16: return BF16ToF32(F32ToBF16(x));
-    case DType::kFloat16: return F16ToF32(F32ToF16(x));
-    case DType::kFloat8E4M3FN: return E4M3FNToF32(F32ToE4M3FN(x));
-    case DType::kFloat8E5M2: return E5M2ToF32(F32ToE5M2(x));
-    default: return x;
+    case DType::kBFloat16:
+      return BF16ToF32(F32ToBF16(x));
+    case DType::kFloat16:
+      return F16ToF32(F32ToF16(x));
+    case DType::kFloat8E4M3FN:
+      return E4M3FNToF32(F32ToE4M3FN(x));
+    case DType::kFloat8E5M2:
+      return E5M2ToF32(F32ToE5M2(x));
+    default:
+      return x;
   }
 }
 
@@ -59,15 +73,16 @@ double DecodeToDouble(DType dtype, const void* element) {
       std::memcpy(&b, element, sizeof b);
       return F16ToF32(b);
     }
-    case DType::kFloat8E4M3FN: return E4M3FNToF32(*static_cast<const uint8_t*>(element));
-    case DType::kFloat8E5M2: return E5M2ToF32(*static_cast<const uint8_t*>(element));
+    case DType::kFloat8E4M3FN:
+      return E4M3FNToF32(*static_cast<const uint8_t*>(element));
+    case DType::kFloat8E5M2:
+      return E5M2ToF32(*static_cast<const uint8_t*>(element));
   }
   RPA_CHECK(false && "unknown dtype");
 }
 
 ReferenceResult ReferenceRaggedPagedAttention(const TensorView& queries, const TensorView& keys,
-                                              const TensorView& values,
-                                              const TensorView& kv_cache,
+                                              const TensorView& values, const TensorView& kv_cache,
                                               const AttentionMetadata& metadata,
                                               const AttentionOptions& options) {
   RPA_CHECK(queries.rank == 3 && keys.rank == 3 && values.rank == 3 && kv_cache.rank == 4);
@@ -161,9 +176,9 @@ ReferenceResult ReferenceRaggedPagedAttention(const TensorView& queries, const T
         const int64_t h = n / group;
         for (int64_t d = 0; d < head_dim; ++d) {
           const double qd = DecodeToDouble(queries.dtype, At3(queries, token, n, d));
-          q[d] = options.q_scale ? QuantizeQueryElement(static_cast<float>(qd), *options.q_scale,
-                                                        cache_dtype)
-                                 : qd;
+          q[d] = options.q_scale
+                     ? QuantizeQueryElement(static_cast<float>(qd), *options.q_scale, cache_dtype)
+                     : qd;
         }
         double max_logit = -std::numeric_limits<double>::infinity();
         double abs_bound = 0;
@@ -185,7 +200,7 @@ ReferenceResult ReferenceRaggedPagedAttention(const TensorView& queries, const T
           sink = DecodeToDouble(options.sinks->dtype,
                                 static_cast<const uint8_t*>(options.sinks->data) +
                                     n * options.sinks->strides[0] *
-                                    static_cast<int64_t>(DTypeSize(options.sinks->dtype)));
+                                        static_cast<int64_t>(DTypeSize(options.sinks->dtype)));
           max_logit = std::max(max_logit, sink);
         }
         double denom = options.sinks ? std::exp(sink - max_logit) : 0.0;

@@ -39,8 +39,7 @@ struct ReferenceResult {
 // of contract §3 (the reference does not validate; it RPA_CHECKs its own indexing).
 // Does not modify any input.
 ReferenceResult ReferenceRaggedPagedAttention(const TensorView& queries, const TensorView& keys,
-                                              const TensorView& values,
-                                              const TensorView& kv_cache,
+                                              const TensorView& values, const TensorView& kv_cache,
                                               const AttentionMetadata& metadata,
                                               const AttentionOptions& options);
 

@@ -17,7 +17,9 @@ namespace {
 // f32 -> one element of `dtype` at `dst`. Saturating, so generated data is always finite.
 void EncodeF32(DType dtype, float x, uint8_t* dst) {
   switch (dtype) {
-    case DType::kFloat32: std::memcpy(dst, &x, 4); return;
+    case DType::kFloat32:
+      std::memcpy(dst, &x, 4);
+      return;
     case DType::kBFloat16: {
       const uint16_t b = F32ToBF16Saturate(x);
       std::memcpy(dst, &b, 2);
@@ -28,8 +30,12 @@ void EncodeF32(DType dtype, float x, uint8_t* dst) {
       std::memcpy(dst, &b, 2);
       return;
     }
-    case DType::kFloat8E4M3FN: *dst = F32ToE4M3FNSaturate(x); return;
-    case DType::kFloat8E5M2: *dst = F32ToE5M2Saturate(x); return;
+    case DType::kFloat8E4M3FN:
+      *dst = F32ToE4M3FNSaturate(x);
+      return;
+    case DType::kFloat8E5M2:
+      *dst = F32ToE5M2Saturate(x);
+      return;
   }
 }
 
@@ -205,8 +211,7 @@ ReferenceResult RunReference(RpaProblem& p) {
 // ---------------------------------------------------------------------------------------
 // Output with canaries
 
-GuardedOutput::GuardedOutput(DType dtype, int64_t num_tokens, int64_t num_heads,
-                             int64_t head_dim)
+GuardedOutput::GuardedOutput(DType dtype, int64_t num_tokens, int64_t num_heads, int64_t head_dim)
     : dtype_(dtype),
       shape_{num_tokens, num_heads, head_dim},
       bytes_(2 * kGuardBytes + num_tokens * num_heads * head_dim * DTypeSize(dtype), kCanary) {}
@@ -315,22 +320,27 @@ namespace {
 
 // Upstream's sequence lists (contract §6), as (q_len, kv_len).
 const std::vector<SeqShape> kBasicSeqs = {{192, 328}, {128, 180}, {64, 255}};
-const std::vector<int32_t> kDecodeKvLens = {18,  129, 597, 122, 64, 322,  463, 181,
-                                            1107, 123, 31,  18,  1229, 229, 87, 1328};
+const std::vector<int32_t> kDecodeKvLens = {18,   129, 597, 122, 64,   322, 463, 181,
+                                            1107, 123, 31,  18,  1229, 229, 87,  1328};
 const std::vector<SeqShape> kPrefillSeqs = {
-    {5, 18},   {15, 129}, {120, 597}, {100, 122}, {21, 64}, {32, 322}, {251, 463}, {40, 181},
-    {64, 1107}, {99, 123}, {10, 31},  {5, 18},    {3, 1229}, {120, 229}, {9, 87},  {2, 1328}};
+    {5, 18},    {15, 129}, {120, 597}, {100, 122}, {21, 64},  {32, 322},  {251, 463}, {40, 181},
+    {64, 1107}, {99, 123}, {10, 31},   {5, 18},    {3, 1229}, {120, 229}, {9, 87},    {2, 1328}};
 const std::vector<SeqShape> kMixedSeqs = {
-    {5, 18},  {1, 129}, {120, 597}, {1, 122}, {1, 64},   {32, 322},  {251, 463}, {1, 181},
-    {1, 1107}, {99, 123}, {1, 31},   {5, 18},  {3, 1229}, {117, 229}, {1, 87},    {1, 1328}};
+    {5, 18},   {1, 129},  {120, 597}, {1, 122}, {1, 64},   {32, 322},  {251, 463}, {1, 181},
+    {1, 1107}, {99, 123}, {1, 31},    {5, 18},  {3, 1229}, {117, 229}, {1, 87},    {1, 1328}};
 
 std::string DTypeTag(DType d) {
   switch (d) {
-    case DType::kFloat32: return "f32";
-    case DType::kBFloat16: return "bf16";
-    case DType::kFloat16: return "f16";
-    case DType::kFloat8E4M3FN: return "e4m3fn";
-    case DType::kFloat8E5M2: return "e5m2";
+    case DType::kFloat32:
+      return "f32";
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat16:
+      return "f16";
+    case DType::kFloat8E4M3FN:
+      return "e4m3fn";
+    case DType::kFloat8E5M2:
+      return "e5m2";
   }
   return "unknown";
 }
@@ -388,8 +398,8 @@ std::vector<RpaCase> QuantizedCases(bool with_q_scale) {
   std::vector<RpaCase> cases;
   for (DType kv : {DType::kFloat8E5M2, DType::kFloat8E4M3FN}) {
     for (bool scaled : {true, false}) {
-      RpaCase c = MixedBucket(DTypeTag(kv) + (scaled ? "_kv_scale_0p5" : "_no_kv_scale"),
-                              kBasicSeqs);
+      RpaCase c =
+          MixedBucket(DTypeTag(kv) + (scaled ? "_kv_scale_0p5" : "_no_kv_scale"), kBasicSeqs);
       c.kv_dtype = kv;
       if (scaled) c.k_scale = c.v_scale = 0.5f;
       if (with_q_scale) {
@@ -489,8 +499,8 @@ std::vector<RpaCase> SinksCases() {
   std::vector<RpaCase> cases;
   for (int w : {5, 128}) {
     for (Heads h : {Heads{4, 4}, Heads{8, 4}, Heads{64, 8}}) {
-      RpaCase c = MixedBucket("window" + std::to_string(w) + "_heads" + std::to_string(h.q) +
-                                  "_" + std::to_string(h.kv),
+      RpaCase c = MixedBucket("window" + std::to_string(w) + "_heads" + std::to_string(h.q) + "_" +
+                                  std::to_string(h.kv),
                               kMixedSeqs);
       c.sliding_window = w;
       c.num_q_heads = h.q;
@@ -514,8 +524,7 @@ std::vector<RpaCase> KvShareCases() {
     c.update_kv_cache = false;
     return c;
   };
-  return {make("decode_q1_kv33", {{1, 33}}, 1, 0),
-          make("prefill_q16_kv16", {{16, 16}}, 0, 1),
+  return {make("decode_q1_kv33", {{1, 33}}, 1, 0), make("prefill_q16_kv16", {{16, 16}}, 0, 1),
           make("mixed_q8_kv24", {{8, 24}}, 0, 0),
           make("all_buckets", {{1, 33}, {16, 16}, {8, 24}}, 1, 1)};
 }
@@ -533,9 +542,18 @@ std::vector<RpaCase> HardCases() {
     add(c);
   }
   {  // Every length around page boundaries, q_len 1 and chunks ending on a boundary.
-    RpaCase c = ThreeBuckets("page_boundaries_ps16",
-                             {{1, 15}, {1, 16}, {1, 17}, {1, 32}, {1, 33}, {16, 16}, {16, 32},
-                              {17, 33}, {15, 47}, {31, 48}, {2, 49}, {33, 64}});
+    RpaCase c = ThreeBuckets("page_boundaries_ps16", {{1, 15},
+                                                      {1, 16},
+                                                      {1, 17},
+                                                      {1, 32},
+                                                      {1, 33},
+                                                      {16, 16},
+                                                      {16, 32},
+                                                      {17, 33},
+                                                      {15, 47},
+                                                      {31, 48},
+                                                      {2, 49},
+                                                      {33, 64}});
     c.num_q_heads = 8;
     c.num_kv_heads = 2;
     c.head_dim = 64;
@@ -584,8 +602,8 @@ std::vector<RpaCase> HardCases() {
     add(c);
   }
   {  // Peaked softmax (logits ~ +-10): signed data, a small soft cap, signed sinks.
-    RpaCase c = ThreeBuckets("peaked_softcap_sinks_gqa4",
-                             {{1, 200}, {1, 3}, {40, 90}, {7, 7}, {30, 300}});
+    RpaCase c =
+        ThreeBuckets("peaked_softcap_sinks_gqa4", {{1, 200}, {1, 3}, {40, 90}, {7, 7}, {30, 300}});
     c.num_q_heads = 8;
     c.num_kv_heads = 2;
     c.head_dim = 128;

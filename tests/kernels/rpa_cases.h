@@ -123,15 +123,14 @@ double AttentionErrorBound(const RpaProblem& problem, const ReferenceResult& ref
 
 struct OutputCheck {
   int64_t num_checked = 0;
-  int64_t num_bad = 0;           // elements over the bound, or not finite
-  double worst_ratio = 0;        // max |out - ref| / bound
-  double worst_upstream = 0;     // max |out - ref| / (1 + |ref|): upstream's metric (tol 0.2)
-  std::string first_bad;         // description of the first bad element
+  int64_t num_bad = 0;        // elements over the bound, or not finite
+  double worst_ratio = 0;     // max |out - ref| / bound
+  double worst_upstream = 0;  // max |out - ref| / (1 + |ref|): upstream's metric (tol 0.2)
+  std::string first_bad;      // description of the first bad element
 };
 
 // Compares the scheduled rows of `output` ([T, Hq, D], q_dtype, contiguous) with `ref`.
-OutputCheck CheckOutput(const RpaProblem& problem, const ReferenceResult& ref,
-                        const void* output);
+OutputCheck CheckOutput(const RpaProblem& problem, const ReferenceResult& ref, const void* output);
 
 // Runs the reference on the problem's current buffers (which it does not modify).
 ReferenceResult RunReference(RpaProblem& problem);

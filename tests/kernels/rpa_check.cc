@@ -20,8 +20,8 @@ std::string FirstCacheDifference(const RpaProblem& p, const std::vector<uint8_t>
     const int64_t slot = elem / p.spec.head_dim / (2 * p.spec.num_kv_heads) % p.spec.page_size;
     const int64_t page = elem / p.spec.head_dim / (2 * p.spec.num_kv_heads) / p.spec.page_size;
     std::ostringstream os;
-    os << "page " << page << " slot " << slot << " kv-slot " << kv_slot << " dim " << d
-       << ": byte " << int{p.kv_cache[b]} << ", expected " << int{want[b]};
+    os << "page " << page << " slot " << slot << " kv-slot " << kv_slot << " dim " << d << ": byte "
+       << int{p.kv_cache[b]} << ", expected " << int{want[b]};
     return os.str();
   }
   return "";

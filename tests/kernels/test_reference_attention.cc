@@ -27,9 +27,9 @@ RpaCase Small() {
 double ValueAt(const RpaProblem& p, const std::vector<uint8_t>& cache, int seq, int pos,
                int kv_head, int d) {
   const int64_t page = p.page_indices[seq * p.pages_per_seq + pos / p.spec.page_size];
-  const int64_t row = (page * p.spec.page_size + pos % p.spec.page_size) *
-                          (2 * p.spec.num_kv_heads) +
-                      2 * kv_head + 1;
+  const int64_t row =
+      (page * p.spec.page_size + pos % p.spec.page_size) * (2 * p.spec.num_kv_heads) + 2 * kv_head +
+      1;
   return DecodeToDouble(p.spec.kv_dtype,
                         cache.data() + (row * p.spec.head_dim + d) * DTypeSize(p.spec.kv_dtype));
 }
@@ -143,7 +143,7 @@ TEST(ReferenceAttention, SoftCapAppliesTanh) {
   RpaProblem p = MakeProblem(c);
   auto set = [](std::vector<uint8_t>& buf, size_t i, float x) { std::memcpy(&buf[i * 4], &x, 4); };
   set(p.queries, 0, 3.0f);
-  set(p.keys, 0, 1.0f);    // new token at position 1: logit 3 -> 2 tanh(1.5)
+  set(p.keys, 0, 1.0f);  // new token at position 1: logit 3 -> 2 tanh(1.5)
   set(p.values, 0, 1.0f);
   const int64_t page0 = p.page_indices[0];
   set(p.kv_cache, page0 * 4 * 2 + 0, 0.0f);  // position 0: K = 0 (logit 0), V = 0

@@ -96,9 +96,9 @@ TEST(RpaPlan, OnePlanServesSeveralLayers) {
 
   RpaProblem first = MakeProblem(layer0);
   const AttentionOptions options = first.options();
-  AttentionPlan plan = PlanAttention(
-      ShapeOf(first.queries_view(), first.keys_view(), first.kv_cache_view()), first.metadata(),
-      options);
+  AttentionPlan plan =
+      PlanAttention(ShapeOf(first.queries_view(), first.keys_view(), first.kv_cache_view()),
+                    first.metadata(), options);
   auto run_with_plan = [&plan](RpaProblem& p, const TensorView& output) {
     RunAttention(plan, p.queries_view(), p.keys_view(), p.values_view(), p.kv_cache_view(),
                  p.options(), output);

@@ -117,8 +117,8 @@ struct CallUnderTest {
   }
   void Run() {
     RaggedPagedAttention(q, k, v, cache,
-                         AttentionMetadata{kv_lens, page_indices, cu_q_lens, distribution},
-                         options, out);
+                         AttentionMetadata{kv_lens, page_indices, cu_q_lens, distribution}, options,
+                         out);
   }
 };
 
@@ -141,16 +141,30 @@ std::vector<ErrorCase> ErrorCases() {
   using C = CallUnderTest&;
   return {
       // Static checks, in the contract's order.
-      {"q_not_3d", [](C c) { c.ReshapeQuery({4, 256}); },
+      {"q_not_3d",
+       [](C c) {
+         c.ReshapeQuery({4, 256});
+       },
        "Expected 3D array for q.shape=(4, 256), k.shape=(4, 2, 64), v.shape=(4, 2, 64)"},
       {"k_shape_differs_from_v",
-       [](C c) { c.v = TensorView::Contiguous(c.p.values.data(), DType::kBFloat16, {4, 2, 32}); },
+       [](C c) {
+         c.v = TensorView::Contiguous(c.p.values.data(), DType::kBFloat16, {4, 2, 32});
+       },
        "Expected k.shape=(4, 2, 64) to be equal to v.shape=(4, 2, 32)"},
-      {"token_counts_differ", [](C c) { c.ReshapeQuery({3, 4, 64}); },
+      {"token_counts_differ",
+       [](C c) {
+         c.ReshapeQuery({3, 4, 64});
+       },
        "Expected q.shape[0]=3 to be equal to k.shape[0]=4 and v.shape[0]=4"},
-      {"head_dims_differ", [](C c) { c.ReshapeQuery({4, 4, 32}); },
+      {"head_dims_differ",
+       [](C c) {
+         c.ReshapeQuery({4, 4, 32});
+       },
        "Expected q.shape[2]=32 to be equal to k.shape[2]=64 and v.shape[2]=64"},
-      {"q_heads_not_divisible", [](C c) { c.ReshapeQuery({4, 3, 64}); },
+      {"q_heads_not_divisible",
+       [](C c) {
+         c.ReshapeQuery({4, 3, 64});
+       },
        "Expected actual_num_q_heads=3 to be divisible by actual_num_kv_heads=2."},
       {"cache_shape_wrong_kv_heads",
        [](C c) {
@@ -168,14 +182,10 @@ std::vector<ErrorCase> ErrorCases() {
       {"fp8_cache_with_bf16_kv", [](C c) { c.cache.dtype = DType::kFloat8E4M3FN; },
        "Expected kv_cache.dtype=float8_e4m3fn to be equal to k.dtype=bfloat16 and "
        "v.dtype=bfloat16."},
-      {"v_dtype_differs",
-       [](C c) {
-         c.cache.dtype = c.k.dtype = DType::kFloat8E5M2;
-       },
+      {"v_dtype_differs", [](C c) { c.cache.dtype = c.k.dtype = DType::kFloat8E5M2; },
        "Expected kv_cache.dtype=float8_e5m2 to be equal to k.dtype=float8_e5m2 and "
        "v.dtype=bfloat16."},
-      {"page_indices_not_divisible",
-       [](C c) { c.page_indices.resize(5); },
+      {"page_indices_not_divisible", [](C c) { c.page_indices.resize(5); },
        "Expected num_page_indices=5 to be divisible by max_num_seqs=3."},
       {"cu_q_lens_wrong_length", [](C c) { c.cu_q_lens.resize(3); },
        "Expected cu_q_lens.shape=(3,) to be (4,)."},  // (S+1,) with S = 3
@@ -199,17 +209,35 @@ std::vector<ErrorCase> ErrorCases() {
        },
        "Expected attention_sink", true},
       // Dynamic checks of the metadata values.
-      {"distribution_decreasing", [](C c) { c.distribution = {2, 1, 2}; },
+      {"distribution_decreasing",
+       [](C c) {
+         c.distribution = {2, 1, 2};
+       },
        "Invalid distribution: distribution=", true},
-      {"num_seqs_over_max", [](C c) { c.distribution = {0, 0, 4}; },
+      {"num_seqs_over_max",
+       [](C c) {
+         c.distribution = {0, 0, 4};
+       },
        "num_seqs=4 must be <= max_num_seqs=3"},
-      {"total_q_tokens_over_T", [](C c) { c.cu_q_lens = {0, 1, 5, 5}; },
+      {"total_q_tokens_over_T",
+       [](C c) {
+         c.cu_q_lens = {0, 1, 5, 5};
+       },
        "Total q tokens 5 must be <= max_num_tokens=4."},
-      {"total_q_tokens_int32_max", [](C c) { c.cu_q_lens = {0, 1, kInt32Max, kInt32Max}; },
+      {"total_q_tokens_int32_max",
+       [](C c) {
+         c.cu_q_lens = {0, 1, kInt32Max, kInt32Max};
+       },
        "Total q tokens 2147483647 must be <= max_num_tokens=4."},
-      {"q_len_0", [](C c) { c.cu_q_lens = {0, 1, 1, 1}; },
+      {"q_len_0",
+       [](C c) {
+         c.cu_q_lens = {0, 1, 1, 1};
+       },
        "Require 0 < q_len=0 <= kv_len=20 at sequence 1."},
-      {"cu_q_lens_decreasing", [](C c) { c.cu_q_lens = {0, 3, 1, 1}; },
+      {"cu_q_lens_decreasing",
+       [](C c) {
+         c.cu_q_lens = {0, 3, 1, 1};
+       },
        "Require 0 < q_len=-2 <= kv_len=20 at sequence 1."},
       {"q_len_over_kv_len", [](C c) { c.kv_lens[1] = 2; },
        "Require 0 < q_len=3 <= kv_len=2 at sequence 1."},
@@ -227,8 +255,25 @@ std::vector<ErrorCase> ErrorCases() {
       {"page_index_negative", [](C c) { c.page_indices[0] = -1; },
        "Require 0 <= page_idx=-1 < total_num_pages=6 at sequence 0 where kv_len=5 and "
        "page_size=16."},
+      // rpa's own checks beyond §3 (their texts are rpa's: only the beginning is pinned).
+      {"q_dtype_fp8", [](C c) { c.q.dtype = c.out.dtype = DType::kFloat8E4M3FN; },
+       "Expected q.dtype=float8_e4m3fn", true},
+      {"output_dtype_differs", [](C c) { c.out.dtype = DType::kFloat32; }, "Expected output", true},
+      {"output_shape_differs",
+       [](C c) {
+         c.out = TensorView::Contiguous(c.out_bytes.data(), DType::kBFloat16, {4, 4, 32});
+       },
+       "Expected output", true},
+      {"cache_not_contiguous", [](C c) { c.cache.strides[0] *= 2; }, "Expected kv_cache", true},
+      {"k_scale_zero", [](C c) { c.options.k_scale = 0.0f; }, "k_scale=", true},
+      {"v_scale_nan", [](C c) { c.options.v_scale = std::nanf(""); }, "v_scale=", true},
+      {"q_scale_negative", [](C c) { c.options.q_scale = -1.0f; }, "q_scale=", true},
       // Rows before 0 are outside q as much as rows past T (no contract text: any message).
-      {"cu_q_lens_negative_start", [](C c) { c.cu_q_lens = {-1, 0, 3, 3}; }, "", true},
+      {"cu_q_lens_negative_start",
+       [](C c) {
+         c.cu_q_lens = {-1, 0, 3, 3};
+       },
+       "", true},
   };
 }
 
@@ -253,9 +298,9 @@ TEST_P(RpaValidation, ThrowsAndChangesNothing) {
     ADD_FAILURE() << "threw something other than rpa::InvalidArgument: " << ex.what();
   }
   EXPECT_TRUE(c.p.kv_cache == cache_before) << "a rejected call wrote the cache";
-  EXPECT_TRUE(std::all_of(c.out_bytes.begin(), c.out_bytes.end(),
-                          [](uint8_t b) { return b == 0xA5; }))
-      << "a rejected call wrote the output";
+  EXPECT_TRUE(std::all_of(c.out_bytes.begin(), c.out_bytes.end(), [](uint8_t b) {
+    return b == 0xA5;
+  })) << "a rejected call wrote the output";
 }
 
 INSTANTIATE_TEST_SUITE_P(Errors, RpaValidation, ValuesIn(ErrorCases()), PrintErrorCaseName);

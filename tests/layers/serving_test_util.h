@@ -4,9 +4,13 @@
 // layer -> kernel boundary.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
