@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "kernels/attention_plan.h"
 #include "numerics/convert.h"
 #include "tools/commands.h"
@@ -33,11 +34,12 @@ constexpr char kUsage[] =
     "usage: rpa bench-attention [--mode decode|prefill|mixed]\n"
     "         [--kv-dtype bfloat16|float8_e4m3fn|float8_e5m2|float32] [--q-dtype bfloat16|float32]\n"
     "         [--seqs N] [--ctx L] [--q-len Q] [--q-heads H] [--kv-heads K] [--head-dim D]\n"
-    "         [--page-size P] [--threads T] [--reps R] [--stream-mib M] [--json]\n"
+    "         [--page-size P] [--threads T] [--reps R] [--stream-mib M] [--target SIMD] [--json]\n"
     "  decode: N sequences of 1 new token at context L. prefill: N sequences of Q new tokens\n"
     "  ending at context L. mixed: the first half decode, the rest prefill, one batch.\n"
     "  Defaults: decode bfloat16 (q bfloat16), N=8 L=4096 Q=512 H=8 K=8 D=128 P=16, T = all\n"
-    "  cores, R = as many as fit in ~2 s (at least 5), M = 1024 (read-bandwidth buffer).\n";
+    "  cores, R = as many as fit in ~2 s (at least 5), M = 1024 (read-bandwidth buffer),\n"
+    "  SIMD = the best this CPU runs (or one of `rpa version`'s list, e.g. AVX2).\n";
 
 struct Flags {
   std::string mode = "decode";
@@ -47,6 +49,7 @@ struct Flags {
           page_size = 16;
   int threads = 0, reps = 0;
   int64_t stream_mib = 1024;
+  int64_t target = 0;  // 0 = Highway's best
   bool json = false;
 };
 
@@ -116,6 +119,13 @@ bool ParseFlags(Args args, Flags& f) {
       f.threads = static_cast<int>(ParseInt(a, v, 0, 4096));
     } else if (a == "--reps") {
       f.reps = static_cast<int>(ParseInt(a, v, 1, 1 << 20));
+    } else if (a == "--target") {
+      for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+        if (v == hwy::TargetName(t)) f.target = t;
+      }
+      if (f.target == 0) {
+        throw InvalidArgument(Concat("--target '", v, "' is not a SIMD target this CPU runs"));
+      }
     } else if (a == "--stream-mib") {
       f.stream_mib = ParseInt(a, v, 1, 1 << 20);
     } else {
@@ -161,6 +171,7 @@ int RunBenchAttention(Args args) {
     std::printf("%s", kUsage);
     return 0;
   }
+  if (f.target != 0) hwy::SetSupportedTargetsForTest(f.target);
   // Sequence shapes: (q_len, kv_len) per sequence, decode ones first (distribution order).
   std::vector<std::pair<int64_t, int64_t>> seqs;
   int64_t num_decode = 0;
@@ -249,12 +260,15 @@ int RunBenchAttention(Args args) {
       std::max(bytes / stream_rate.per_cpu_s, flops / fma_rate.per_cpu_s);
   const double cpu_fraction = cpu_roofline / median_cpu_s;
   const char* bound = t_mem >= t_fma ? "memory" : "compute";
+  const char* target = hwy::TargetName(f.target != 0 ? f.target : hwy::SupportedTargets() &
+                                                                       -hwy::SupportedTargets());
   const std::string_view kvn = DTypeName(f.kv_dtype), qn = DTypeName(f.q_dtype);
   if (f.json) {
     std::printf(
         "{\"mode\": \"%s\", \"kv_dtype\": \"%.*s\", \"q_dtype\": \"%.*s\", \"seqs\": %lld, "
         "\"ctx\": %lld, \"q_len\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, "
-        "\"head_dim\": %lld, \"page_size\": %lld, \"threads\": %d, \"reps\": %zu, "
+        "\"head_dim\": %lld, \"page_size\": %lld, \"threads\": %d, \"target\": \"%s\", "
+        "\"reps\": %zu, "
         "\"median_ms\": %.6g, \"min_ms\": %.6g, \"kv_bytes\": %.6g, \"kv_bytes_per_s\": %.6g, "
         "\"bytes_moved\": %.6g, \"flops\": %.6g, \"stream_bytes_per_s\": %.6g, "
         "\"fma_flops_per_s\": %.6g, \"roofline_ms\": %.6g, \"roofline_fraction\": %.4f, "
@@ -264,7 +278,7 @@ int RunBenchAttention(Args args) {
         qn.data(), static_cast<long long>(f.seqs), static_cast<long long>(f.ctx),
         static_cast<long long>(f.mode == "decode" ? 1 : f.q_len),
         static_cast<long long>(Hq), static_cast<long long>(Hkv), static_cast<long long>(D),
-        static_cast<long long>(PS), threads, times.size(), median_s * 1e3,
+        static_cast<long long>(PS), threads, target, times.size(), median_s * 1e3,
         *std::min_element(times.begin(), times.end()) * 1e3, kv_bytes, kv_bytes / median_s,
         bytes, flops, stream, fma, roofline * 1e3, fraction, median_cpu_s * 1e3,
         stream_rate.per_cpu_s, fma_rate.per_cpu_s, cpu_fraction, bound);

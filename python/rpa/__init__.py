@@ -8,5 +8,6 @@ from . import _rpa  # noqa: F401
 from ._rpa import cast, quantize_kv  # noqa: F401
 from ._rpa import ragged_paged_attention  # noqa: F401
 from ._rpa import Attention, kv_cache_dtype  # noqa: F401
+from ._rpa import Tokenizer  # noqa: F401
 
-__all__ = ["cast", "quantize_kv", "ragged_paged_attention", "Attention", "kv_cache_dtype"]
+__all__ = ["cast", "quantize_kv", "ragged_paged_attention", "Attention", "kv_cache_dtype", "Tokenizer"]

@@ -7,7 +7,9 @@
 namespace rpa {
 namespace {
 
-bool SpellsItself(int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
+bool SpellsItself(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+}
 
 struct Tables {
   std::array<char32_t, 256> to_unicode{};

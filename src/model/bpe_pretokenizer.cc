@@ -17,9 +17,8 @@ namespace {
 // GPT-2's split: contractions, letter runs, digit runs and other-symbol runs (each with an
 // optional leading space), then whitespace, a run before a non-space giving up its last
 // character (\s+(?!\S)) so that the space prefixes the next word.
-constexpr const char* kGpt2Regex =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" RPA_WS "\\p{L}\\p{N}]+|[" RPA_WS
-    "]+(?![^" RPA_WS "])|[" RPA_WS "]+";
+constexpr const char* kGpt2Regex = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" RPA_WS
+                                   "\\p{L}\\p{N}]+|[" RPA_WS "]+(?![^" RPA_WS "])|[" RPA_WS "]+";
 
 #undef RPA_WS
 
@@ -81,8 +80,8 @@ void RegexSplitter::Split(std::string_view text, std::vector<std::string_view>* 
       size_t pos = 0;  // end of the last match
       size_t start = 0;
       while (start < piece.size()) {
-        const int rc = pcre2_match(pass->code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK,
-                                   md, nullptr);
+        const int rc =
+            pcre2_match(pass->code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) throw InvalidArgument(Concat("pre-tokenizer regex failed: ", Pcre2Message(rc)));
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);

@@ -31,7 +31,8 @@ BpeTokenizer::BpeTokenizer(const TokenizerSpec& spec)
     const std::string_view sv = m;
     const auto left = ids.find(sv.substr(0, space));
     const auto right = ids.find(sv.substr(space + 1));
-    const auto merged = ids.find(std::string(sv.substr(0, space)) + std::string(sv.substr(space + 1)));
+    const auto merged =
+        ids.find(std::string(sv.substr(0, space)) + std::string(sv.substr(space + 1)));
     // A merge whose parts or result are not tokens can never fire (converters emit none);
     // skipping it keeps the ranks of the others.
     if (left == ids.end() || right == ids.end() || merged == ids.end()) continue;

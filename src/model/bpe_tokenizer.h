@@ -40,9 +40,9 @@ class BpeTokenizer final : public Tokenizer {
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
 
   RegexSplitter splitter_;
-  std::vector<int32_t> byte_token_;            // [256] token spelling each byte, else unk or -1
+  std::vector<int32_t> byte_token_;             // [256] token spelling each byte, else unk or -1
   std::unordered_map<uint64_t, Merge> merges_;  // PairKey(left, right) -> merge
-  std::vector<std::string> pieces_;            // raw bytes of each token
+  std::vector<std::string> pieces_;             // raw bytes of each token
 
   static constexpr size_t kMaxCachedWords = 1 << 16;
   mutable std::mutex cache_mutex_;

@@ -13,8 +13,8 @@ constexpr std::string_view kTurnEnd = "<end_of_turn>";
 
 void CheckRole(const ChatMessage& m) {
   if (m.role != "system" && m.role != "user" && m.role != "assistant") {
-    throw InvalidArgument(Concat("chat message role '", m.role,
-                                 "' is not one of system, user, assistant"));
+    throw InvalidArgument(
+        Concat("chat message role '", m.role, "' is not one of system, user, assistant"));
   }
 }
 
@@ -34,8 +34,8 @@ std::string DefaultSystem(std::string_view jinja) {
       jinja.find("!= \"system\"") == std::string_view::npos) {
     return "";
   }
-  for (std::string_view open : {std::string_view("<|im_start|>system\n"),
-                                std::string_view("<|im_start|>system\\n")}) {
+  for (std::string_view open :
+       {std::string_view("<|im_start|>system\n"), std::string_view("<|im_start|>system\\n")}) {
     const size_t b = jinja.find(open);
     if (b == std::string_view::npos) continue;
     const size_t e = jinja.find(kImEnd, b + open.size());
@@ -88,7 +88,8 @@ std::string ChatTemplate::Apply(std::span<const ChatMessage> messages,
       out.append(kImStart).append("system\n").append(default_system_).append(kImEnd).append("\n");
     }
     for (const ChatMessage& m : messages) {
-      out.append(kImStart).append(m.role).append("\n").append(m.content).append(kImEnd).append("\n");
+      out.append(kImStart).append(m.role).append("\n").append(m.content).append(kImEnd).append(
+          "\n");
     }
     if (add_generation_prompt) out.append(kImStart).append("assistant\n");
     return out;

@@ -9,7 +9,8 @@
 //   Gemma:                      <start_of_turn>{user|model}\n{content}<end_of_turn>\n ...
 //                               then "<start_of_turn>model\n"; a system message is prefixed
 //                               to the first user turn; turn contents are stripped of
-//                               surrounding whitespace. BOS is not written: Encode(add_special) adds it.
+//                               surrounding whitespace. BOS is not written: Encode(add_special)
+//                               adds it.
 //
 // Encode the result with add_special = true and parse_special = true.
 #pragma once

@@ -32,11 +32,23 @@ std::string Respell(std::string_view text) {
   return out;
 }
 
+// The text BPE matches for each token: its stored text, but runs of two or more spaces
+// (stored as real spaces) respelled with '▁'.
+std::vector<std::string> BpeSpellings(const std::vector<std::string>& tokens) {
+  std::vector<std::string> out;
+  out.reserve(tokens.size());
+  for (const std::string& t : tokens) {
+    out.push_back(t.size() >= 2 && t.find_first_not_of(' ') == std::string::npos ? Respell(t) : t);
+  }
+  return out;
+}
+
 }  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer(const TokenizerSpec& spec)
     : Tokenizer(spec),
       scores_(spec.scores),
+      index_(BpeSpellings(spec.tokens)),
       add_space_prefix_(spec.add_space_prefix),
       unk_id_(spec.unk_id) {
   const auto& ids = token_ids();
@@ -67,26 +79,10 @@ SentencePieceTokenizer::SentencePieceTokenizer(const TokenizerSpec& spec)
       }
     }
     pieces_.push_back(std::move(piece));
-    if (t.size() >= 2 && t.find_first_not_of(' ') == std::string::npos) {
-      respelled_.emplace(Respell(t), id);
-    }
   }
 }
 
-int32_t SentencePieceTokenizer::Lookup(std::string_view text) const {
-  const auto& ids = token_ids();
-  auto it = ids.find(text);
-  if (it != ids.end()) return it->second;
-  // Only runs of '▁' are respelled; testing the ends first keeps the common miss cheap.
-  if (text.size() >= 2 * kSpace.size() && text.starts_with(kSpace) && text.ends_with(kSpace)) {
-    auto r = respelled_.find(std::string(text));
-    if (r != respelled_.end()) return r->second;
-  }
-  return -1;
-}
-
-void SentencePieceTokenizer::EncodeText(std::string_view text,
-                                        std::vector<int32_t>* out) const {
+void SentencePieceTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* out) const {
   std::string s = Respell(text);
   if (add_space_prefix_) s.insert(0, kSpace);
   // Symbols: one per character, as byte ranges of `s`, in a doubly linked list. A max-heap
@@ -119,7 +115,7 @@ void SentencePieceTokenizer::EncodeText(std::string_view text,
   const auto push = [&](int left) {
     const int right = next[left];
     if (right < 0) return;
-    const int32_t id = Lookup(sv.substr(start[left], len[left] + len[right]));
+    const int32_t id = index_.Find(sv.substr(start[left], len[left] + len[right]));
     if (id >= 0) heap.push({scores_[id], left, len[left], len[right]});
   };
   for (int i = 0; i + 1 < n; ++i) push(i);
@@ -138,7 +134,7 @@ void SentencePieceTokenizer::EncodeText(std::string_view text,
   }
   for (int i = 0; i >= 0 && i < n; i = next[i]) {
     const std::string_view sym = sv.substr(start[i], len[i]);
-    const int32_t id = Lookup(sym);
+    const int32_t id = index_.Find(sym);
     if (id >= 0) {
       out->push_back(id);
       continue;

@@ -5,10 +5,10 @@
 #pragma once
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "model/tokenizer.h"
+#include "model/tokenizer_index.h"
 
 namespace rpa {
 
@@ -22,14 +22,11 @@ class SentencePieceTokenizer final : public Tokenizer {
   void AppendPiece(int32_t id, std::string* out) const override;
 
  private:
-  // The id BPE may produce for `text` ('▁' spelling), or -1.
-  int32_t Lookup(std::string_view text) const;
-
   std::vector<float> scores_;
-  // Whitespace-run tokens stored with real spaces ("  "), looked up by their '▁' spelling:
-  // that is how the SentencePiece model spells them, and Hugging Face's GGUF loader does
-  // the same.
-  std::unordered_map<std::string, int32_t> respelled_;
+  // The ids BPE may produce, by their '▁' spelling. Whitespace-run tokens stored with real
+  // spaces ("  ") are indexed as "▁▁": that is how the SentencePiece model spells them, and
+  // Hugging Face's GGUF loader does the same.
+  TokenIndex index_;
   std::vector<int32_t> byte_token_;  // [256] id of <0xXX>, or -1
   std::vector<std::string> pieces_;  // raw bytes of each token
   bool add_space_prefix_;

@@ -18,8 +18,8 @@ void CheckSpecId(const TokenizerSpec& spec, const std::optional<int32_t>& id, co
 
 void Validate(const TokenizerSpec& spec) {
   if (spec.model != "gpt2" && spec.model != "llama") {
-    throw InvalidArgument(Concat("tokenizer model '", spec.model,
-                                 "' is not supported (rpa knows: gpt2, llama)"));
+    throw InvalidArgument(
+        Concat("tokenizer model '", spec.model, "' is not supported (rpa knows: gpt2, llama)"));
   }
   if (spec.tokens.empty() || spec.tokens.size() > (size_t{1} << 30)) {
     throw InvalidArgument(Concat("tokenizer vocabulary has ", spec.tokens.size(), " tokens"));
@@ -35,8 +35,8 @@ void Validate(const TokenizerSpec& spec) {
     }
   }
   if (spec.model == "llama" && spec.scores.size() != spec.tokens.size()) {
-    throw InvalidArgument(Concat("SentencePiece tokenizer has ", spec.scores.size(),
-                                 " scores for ", spec.tokens.size(), " tokens"));
+    throw InvalidArgument(Concat("SentencePiece tokenizer has ", spec.scores.size(), " scores for ",
+                                 spec.tokens.size(), " tokens"));
   }
   CheckSpecId(spec, spec.bos_id, "BOS");
   CheckSpecId(spec, spec.eos_id, "EOS");
@@ -65,7 +65,8 @@ TokenizerSpec TokenizerSpec::FromGguf(const GgufFile& f) {
   }
   if (f.FindKey("tokenizer.ggml.scores")) spec.scores = f.GetF32Array("tokenizer.ggml.scores");
   if (f.FindKey("tokenizer.ggml.merges")) {
-    for (std::string_view m : f.GetStringArray("tokenizer.ggml.merges")) spec.merges.emplace_back(m);
+    for (std::string_view m : f.GetStringArray("tokenizer.ggml.merges"))
+      spec.merges.emplace_back(m);
   }
   spec.bos_id = FindId(f, "tokenizer.ggml.bos_token_id");
   spec.eos_id = FindId(f, "tokenizer.ggml.eos_token_id");
@@ -120,7 +121,8 @@ Tokenizer::~Tokenizer() = default;
 
 void Tokenizer::CheckId(int32_t id) const {
   if (id < 0 || id >= vocab_size()) {
-    throw InvalidArgument(Concat("token id ", id, " is outside the vocabulary [0, ", vocab_size(), ")"));
+    throw InvalidArgument(
+        Concat("token id ", id, " is outside the vocabulary [0, ", vocab_size(), ")"));
   }
 }
 

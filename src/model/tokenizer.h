@@ -53,11 +53,11 @@ struct TokenizerSpec {
   std::optional<int32_t> bos_id;
   std::optional<int32_t> eos_id;
   std::optional<int32_t> unk_id;
-  bool add_bos = false;           // Encode(add_special) prepends BOS
-  bool add_eos = false;           // Encode(add_special) appends EOS
+  bool add_bos = false;  // Encode(add_special) prepends BOS
+  bool add_eos = false;  // Encode(add_special) appends EOS
   // llama: prepend U+2581 to each run of text between specials (llama.cpp's dummy prefix)
   bool add_space_prefix = false;
-  std::string chat_template;      // tokenizer.chat_template (Jinja source), may be empty
+  std::string chat_template;  // tokenizer.chat_template (Jinja source), may be empty
 
   // Reads the tokenizer metadata of `file`. Throws rpa::ModelFormatError naming the key
   // when a required key is missing or malformed.

@@ -6,8 +6,9 @@ namespace rpa {
 
 int32_t SpecialTokenMatcher::Child(int32_t node, uint8_t byte) const {
   const auto& c = nodes_[node].children;
-  auto it = std::lower_bound(c.begin(), c.end(), byte,
-                             [](const std::pair<uint8_t, int32_t>& p, uint8_t b) { return p.first < b; });
+  auto it =
+      std::lower_bound(c.begin(), c.end(), byte,
+                       [](const std::pair<uint8_t, int32_t>& p, uint8_t b) { return p.first < b; });
   return it != c.end() && it->first == byte ? it->second : -1;
 }
 

@@ -36,7 +36,7 @@ class SpecialTokenMatcher {
   // smaller and as fast as a map.
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> children;  // (byte, node), sorted by byte
-    int32_t id = -1;                                     // token ending here, or -1
+    int32_t id = -1;                                    // token ending here, or -1
     bool control = false;
   };
   int32_t Child(int32_t node, uint8_t byte) const;

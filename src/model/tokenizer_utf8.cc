@@ -68,7 +68,9 @@ size_t FindInvalidUtf8(std::string_view text) {
 }
 
 char32_t DecodeUtf8Char(std::string_view text, size_t pos) {
-  const auto b = [&](size_t i) { return static_cast<char32_t>(static_cast<uint8_t>(text[pos + i])); };
+  const auto b = [&](size_t i) {
+    return static_cast<char32_t>(static_cast<uint8_t>(text[pos + i]));
+  };
   switch (Utf8CharLength(text, pos)) {
     case 1:
       return b(0);

@@ -72,8 +72,9 @@ TEST(BpeByteMapTest, Gpt2Alphabet) {
     return s;
   }();
   EXPECT_EQ(BpeTextToBytes(BytesToBpeText(all)), all);
-  EXPECT_EQ(BytesToBpeText("a b"), "a\xC4\xA0"
-                                   "b");
+  EXPECT_EQ(BytesToBpeText("a b"),
+            "a\xC4\xA0"
+            "b");
 }
 
 Pieces SplitWith(std::string_view pre, std::string_view text) {
@@ -165,9 +166,9 @@ TEST(BpeTokenizerTest, LowestRankFirst) {
 
 TEST(BpeTokenizerTest, LeftmostOnTiesAndSpacesInAlphabet) {
   auto t = Tokenizer::Create(ByteLevelSpec({"\xC4\xA0 a", "a a"}));  // 256 "Ġa" (' '+'a'), 257 "aa"
-  EXPECT_EQ(t->Encode("aaa"), (Ids{257, 'a'}));                 // leftmost "a a" first
-  EXPECT_EQ(t->Encode("aaa aaa"), (Ids{257, 'a', 256, 257}));  // second word " aaa"
-  EXPECT_EQ(t->Encode("aaa"), (Ids{257, 'a'}));                 // from the word cache
+  EXPECT_EQ(t->Encode("aaa"), (Ids{257, 'a'}));                      // leftmost "a a" first
+  EXPECT_EQ(t->Encode("aaa aaa"), (Ids{257, 'a', 256, 257}));        // second word " aaa"
+  EXPECT_EQ(t->Encode("aaa"), (Ids{257, 'a'}));                      // from the word cache
   EXPECT_EQ(t->Decode(t->Encode("aaa aaa")), "aaa aaa");
 }
 
@@ -243,15 +244,15 @@ TokenizerSpec SentencePieceSpec() {
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
     add(name, TokenType::kByte, 0);
   }
-  add(kSp, TokenType::kNormal, -10);                       // 259
-  add("a", TokenType::kNormal, -10);                       // 260
-  add("b", TokenType::kNormal, -10);                       // 261
-  add("ab", TokenType::kNormal, -1);                       // 262
-  add(std::string(kSp) + "a", TokenType::kNormal, -2);     // 263
-  add(std::string(kSp) + "ab", TokenType::kNormal, -3);    // 264
-  add("\n", TokenType::kUserDefined, 0);                   // 265
-  add("  ", TokenType::kUserDefined, 0);                   // 266: stored with real spaces
-  add("<turn>", TokenType::kControl, 0);                   // 267
+  add(kSp, TokenType::kNormal, -10);                     // 259
+  add("a", TokenType::kNormal, -10);                     // 260
+  add("b", TokenType::kNormal, -10);                     // 261
+  add("ab", TokenType::kNormal, -1);                     // 262
+  add(std::string(kSp) + "a", TokenType::kNormal, -2);   // 263
+  add(std::string(kSp) + "ab", TokenType::kNormal, -3);  // 264
+  add("\n", TokenType::kUserDefined, 0);                 // 265
+  add("  ", TokenType::kUserDefined, 0);                 // 266: stored with real spaces
+  add("<turn>", TokenType::kControl, 0);                 // 267
   spec.bos_id = 1;
   spec.eos_id = 2;
   spec.unk_id = 0;

@@ -103,7 +103,7 @@ TEST_F(ModelTokenizerTest, SmolLM2ChatPrompt) {
   const std::vector<ChatMessage> m = {{"user", "hi"}};
   const Ids ids = tok->Encode(chat.Apply(m, true), true, true);
   ASSERT_GE(ids.size(), 4u);
-  EXPECT_EQ(ids[0], 1);  // <|im_start|>
+  EXPECT_EQ(ids[0], 1);                                 // <|im_start|>
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 1), 3);  // system, user, assistant turns
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 2);  // <|im_end|>
   const auto last_start = std::find(ids.rbegin(), ids.rend(), 1).base();

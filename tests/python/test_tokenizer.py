@@ -150,6 +150,31 @@ def test_tricky_strings_match_hf(pair, parse_special):
     assert n == 0, f"{name}: {n} of {len(TRICKY)} differ:\n" + "\n".join(shown)
 
 
+def _random_strings(n=300, seed=1234):
+    """Strings drawn from pieces where tokenizers tend to disagree: whitespace runs of each
+    kind, contractions, digits, letters of several scripts, emoji, symbols, and fragments of
+    special tokens."""
+    import random
+    pieces = [" ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", "\u00a0", "\u3000", "\u0085",
+              "'s", "'ll", "'", "0", "7", "42", "3.5", "a", "Z", "word", " The", "caf\u00e9",
+              "\u65e5\u672c", "\u4e2d", "\ud55c", "\u0639\u0631", "\u0928\u094d", "\u0e44",
+              "\U0001f600", "\U0001f44d\U0001f3fd", "\u200d", "\u0301", "!", "?!", "...", "@",
+              "#", "$", "(", ")", "-", "_", "<", ">", "|", "<|im_start|>", "<|im_end|>",
+              "<start_of_turn>", "<bos>", "<0x41>", "\x01", "\x7f"]
+    rng = random.Random(seed)
+    return ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("parse_special", [False, True])
+def test_random_strings_match_hf(pair, parse_special):
+    name, tok, oracle, _ = pair
+    texts = _random_strings()
+    got = tok.encode_batch(texts, add_special=False, parse_special=parse_special)
+    want = _oracle_ids(oracle, texts, parse_special)
+    shown, n = _mismatches(texts, got, want)
+    assert n == 0, f"{name}: {n} of {len(texts)} differ:\n" + "\n".join(shown)
+
+
 def test_wikitext_lines_match_hf(pair):
     name, tok, oracle, _ = pair
     lines = _wikitext_lines()
@@ -162,6 +187,8 @@ def test_wikitext_lines_match_hf(pair):
 def test_decode_round_trip_and_pieces(pair):
     name, tok, oracle, _ = pair
     for text in _wikitext_lines() + TRICKY:
+        if tok.model == "llama" and "\u2581" in text:
+            continue  # SentencePiece spells ' ' as '\u2581', so a literal one decodes as ' '
         ids = tok.encode(text, add_special=False)
         assert tok.decode(ids) == text, (name, text)
         assert oracle.decode(ids, skip_special_tokens=False) == text, (name, text)
