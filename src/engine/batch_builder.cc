@@ -79,6 +79,8 @@ StepInput BatchBuilder::Build(std::vector<ScheduledChunk>& chunks, const PagePoo
   in.batch.metadata.cu_q_lens = cu_q_lens_;
   in.batch.metadata.distribution = distribution_;
   in.logit_rows = logit_rows_;
+  plans_.Reset();
+  in.batch.plans = &plans_;
   return in;
 }
 

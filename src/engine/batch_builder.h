@@ -49,6 +49,7 @@ class BatchBuilder {
   std::vector<int32_t> slots_, logit_rows_;                   // [S]
   std::vector<ScheduledChunk> ordered_;                       // [S]
   std::vector<ScheduledChunk*> sampled_;                      // [S]
+  AttentionPlanCache plans_;  // reset on every Build: one plan per step, not per layer
 };
 
 }  // namespace rpa

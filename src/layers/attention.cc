@@ -212,7 +212,8 @@ void Attention::ForwardServe(const TensorView& hidden, std::span<const int32_t> 
   void* attn = Reserve(attn_out_, t * c.num_q_heads * c.head_dim * DTypeSize(c.activation_dtype));
   const TensorView attn_view =
       TensorView::Contiguous(attn, c.activation_dtype, {t, c.num_q_heads, c.head_dim});
-  backend_.Run(qkv.q, keys, values, cache.pages, batch.metadata, options, attn_view);
+  backend_.RunWithPlans(batch.plans, qkv.q, keys, values, cache.pages, batch.metadata, options,
+                        attn_view);
   ProjectOutput(attn_view, output);
 }
 

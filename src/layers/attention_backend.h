@@ -3,6 +3,7 @@
 // exactly what the serving path hands to the kernel.
 #pragma once
 
+#include "kernels/attention_plan_cache.h"
 #include "kernels/ragged_paged_attention.h"
 #include "numerics/tensor_view.h"
 
@@ -17,6 +18,16 @@ class AttentionBackend {
   virtual void Run(const TensorView& queries, const TensorView& keys, const TensorView& values,
                    const TensorView& kv_cache, const AttentionMetadata& metadata,
                    const AttentionOptions& options, const TensorView& output) = 0;
+
+  // The same call with the step's plan cache (null: none), so that a backend able to
+  // reuse one plan across layers can. The default ignores it.
+  virtual void RunWithPlans(AttentionPlanCache* plans, const TensorView& queries,
+                            const TensorView& keys, const TensorView& values,
+                            const TensorView& kv_cache, const AttentionMetadata& metadata,
+                            const AttentionOptions& options, const TensorView& output) {
+    (void)plans;
+    Run(queries, keys, values, kv_cache, metadata, options, output);
+  }
 };
 
 // The real kernel.
@@ -25,6 +36,11 @@ class KernelBackend final : public AttentionBackend {
   void Run(const TensorView& queries, const TensorView& keys, const TensorView& values,
            const TensorView& kv_cache, const AttentionMetadata& metadata,
            const AttentionOptions& options, const TensorView& output) override;
+  // Plans once per (batch, mask options) through `plans`, then runs the planned kernel.
+  void RunWithPlans(AttentionPlanCache* plans, const TensorView& queries, const TensorView& keys,
+                    const TensorView& values, const TensorView& kv_cache,
+                    const AttentionMetadata& metadata, const AttentionOptions& options,
+                    const TensorView& output) override;
 };
 
 }  // namespace rpa

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/attention_plan_cache.h"
 #include "kernels/ragged_paged_attention.h"
 
 namespace rpa {
@@ -14,6 +15,9 @@ namespace rpa {
 struct RaggedBatch {
   AttentionMetadata metadata;  // kv_lens [S], page_indices [S*PPS], cu_q_lens [S+1],
                                // distribution [3]
+  // Optional: the step's plans, shared by every layer (plan once, run many). The owner
+  // resets it whenever the metadata changes. Null: each kernel call plans for itself.
+  AttentionPlanCache* plans = nullptr;
 };
 
 }  // namespace rpa

@@ -46,6 +46,11 @@ void Validate(const TokenizerSpec& spec) {
 }
 
 std::optional<int32_t> FindId(const GgufFile& f, std::string_view key) {
+  const GgufValue* value = f.FindKey(key);
+  if (value && (value->type == GgufValueType::kI32 || value->type == GgufValueType::kI64)) {
+    const int32_t id = f.GetI32(key);  // some converters write -1 for "no such token"
+    return id < 0 ? std::nullopt : std::optional<int32_t>(id);
+  }
   const std::optional<uint32_t> v = f.FindU32(key);
   if (!v) return std::nullopt;
   return static_cast<int32_t>(std::min<uint32_t>(*v, 0x7FFFFFFF));  // Validate rejects it

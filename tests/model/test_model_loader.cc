@@ -309,10 +309,10 @@ TEST(ModelLoaderErrors, InconsistentOrUnsupportedOptionsAreNamed) {
                     b.KvU32("llama.vocab_size", 41);
                   }).bytes,
                   "llama.vocab_size=41 differs from the embedding's 40 rows");
-  ExpectLoadError(MakeFile(true, true, [](GgufBuilder& b) {
-                    b.KvU32("gemma3.attention.value_length", 6);
+  ExpectLoadError(MakeFile(false, true, [](GgufBuilder& b) {
+                    b.KvU32("llama.attention.value_length", 6);
                   }).bytes,
-                  "gemma3.attention.value_length=6");
+                  "llama.attention.value_length=6 differs from the key length 4");
 }
 
 TEST(ModelLoaderErrors, CountsMustBePositiveAndConsistent) {
@@ -341,6 +341,7 @@ TEST(ModelLoaderErrors, WrongTensorShapeOrMissingTensorIsNamed) {
       .KvU32("llama.feed_forward_length", c.ffn_dim)
       .KvU32("llama.context_length", 64)
       .KvU32("llama.attention.head_count", c.num_q_heads)
+      .KvU32("llama.attention.head_count_kv", c.num_kv_heads)
       .KvF32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
       .Tensor({"token_embd.weight", kF32, {c.d_model, c.vocab_size}, Bytes(f.weights.embedding)})
       .Tensor({"output_norm.weight", kF32, {c.d_model}, Bytes(f.weights.final_norm)});

@@ -9,15 +9,21 @@
 #include "model/bpe_byte_map.h"
 #include "model/bpe_pretokenizer.h"
 #include "model/chat_template.h"
+#include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_special.h"
+#include "model/tokenizer_stream.h"
 #include "model/tokenizer_utf8.h"
+#include "tests/model/gguf_builder.h"
 #include "util/error.h"
 
 namespace rpa {
 namespace {
 
 using Ids = std::vector<int32_t>;
+using testing::GgufBuilder;
+using testing::kGF32;
+using testing::kGI32;
 using Pieces = std::vector<std::string_view>;
 const std::string kFffd = "\xEF\xBF\xBD";  // U+FFFD
 
@@ -280,6 +286,20 @@ TEST(SentencePieceTokenizerTest, ByteFallbackAndDecode) {
   EXPECT_EQ(t->Decode(Ids{1, 260}, true), "<bos>a");
 }
 
+TEST(SentencePieceTokenizerTest, StreamReleasesWholeCharacters) {
+  auto t = Tokenizer::Create(SentencePieceSpec());
+  const Ids ids = t->Encode("ab \xC3\xA9!", true);  // BOS, ab, ▁, <0xC3>, <0xA9>, <0x21>
+  ASSERT_EQ(ids, (Ids{1, 262, 259, 3 + 0xC3, 3 + 0xA9, 3 + '!'}));
+  TokenTextStream stream(*t);
+  std::vector<std::string> out;
+  for (int32_t id : ids) out.push_back(stream.Push(id));
+  EXPECT_EQ(out, (std::vector<std::string>{"", "ab", " ", "", "\xC3\xA9", "!"}));
+  EXPECT_EQ(stream.Flush(), "");
+  TokenTextStream cut(*t);
+  EXPECT_EQ(cut.Push(3 + 0xC3), "");
+  EXPECT_EQ(cut.Flush(), kFffd);
+}
+
 TEST(SentencePieceTokenizerTest, UserDefinedAlwaysControlWhenParsing) {
   auto t = Tokenizer::Create(SentencePieceSpec());
   // "\n" and "  " are cut out whatever parse_special says; "<turn>" only when parsing.
@@ -315,6 +335,53 @@ TEST(SentencePieceTokenizerTest, RejectsBadSpecs) {
   spec = SentencePieceSpec();
   spec.types[5] = static_cast<TokenType>(9);
   EXPECT_THROW(Tokenizer::Create(spec), InvalidArgument);
+}
+
+TEST(TokenizerGgufTest, ReadsMetadata) {
+  // A SentencePiece vocabulary in GGUF metadata: -1 (i32) means "no such token"; absent
+  // add_bos / add_space_prefix take llama.cpp's SentencePiece defaults (both on).
+  const TokenizerSpec want = SentencePieceSpec();
+  std::vector<int32_t> types;
+  for (TokenType t : want.types) types.push_back(static_cast<int32_t>(t));
+  GgufBuilder b;
+  b.KvString("tokenizer.ggml.model", "llama")
+      .KvStringArray("tokenizer.ggml.tokens", want.tokens)
+      .KvArray("tokenizer.ggml.scores", kGF32, want.scores)
+      .KvArray("tokenizer.ggml.token_type", kGI32, types)
+      .KvU32("tokenizer.ggml.bos_token_id", 1)
+      .KvI32("tokenizer.ggml.eos_token_id", 2)
+      .KvI32("tokenizer.ggml.padding_token_id", -1)
+      .KvI32("tokenizer.ggml.unknown_token_id", -1);
+  const std::vector<uint8_t> bytes = b.Build();
+  const GgufFile f = GgufFile::Parse(bytes);
+  const TokenizerSpec spec = TokenizerSpec::FromGguf(f);
+  EXPECT_EQ(spec.tokens, want.tokens);
+  EXPECT_EQ(spec.types, want.types);
+  EXPECT_EQ(spec.bos_id, 1);
+  EXPECT_EQ(spec.eos_id, 2);
+  EXPECT_FALSE(spec.unk_id);
+  EXPECT_TRUE(spec.add_bos);
+  EXPECT_TRUE(spec.add_space_prefix);
+  auto tok = Tokenizer::FromGguf(f);
+  EXPECT_EQ(tok->Encode("ab"), (Ids{1, 264}));  // BOS, "▁ab" with the dummy prefix
+}
+
+TEST(TokenizerGgufTest, MalformedMetadataThrows) {
+  GgufBuilder no_model;
+  no_model.KvStringArray("tokenizer.ggml.tokens", {"a"});
+  const std::vector<uint8_t> b1 = no_model.Build();
+  EXPECT_THROW(Tokenizer::FromGguf(GgufFile::Parse(b1)), ModelFormatError);
+  GgufBuilder no_scores;
+  no_scores.KvString("tokenizer.ggml.model", "llama").KvStringArray("tokenizer.ggml.tokens", {"a"});
+  const std::vector<uint8_t> b2 = no_scores.Build();
+  try {
+    Tokenizer::FromGguf(GgufFile::Parse(b2, "two.gguf"));
+    FAIL() << "no exception";
+  } catch (const ModelFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("two.gguf: SentencePiece tokenizer has 0 scores"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- chat templates ----------------------------------------------------------------------

@@ -57,8 +57,9 @@ class ModelTokenizerTest : public ::testing::Test {
   }
 
   // Encodes the whole WikiText-2 test split at once, checks Decode(Encode(x)) == x, and
-  // prints the rate. The bound is loose on purpose: a shared 2-core machine measured ~1 s
-  // for SmolLM2; the bound only catches an accidental O(n^2).
+  // prints the rate. The bound is loose on purpose: a shared 2-core machine measured 0.3 s
+  // (SmolLM2) and 1.2 s (Gemma 3) in Release, 2.5 s and 9 s under ASan; it only catches an
+  // accidental O(n^2) in the text length.
   void WikiText(const Tokenizer& tok, const char* name) {
     const std::string text = ReadFile(WikiTextPath());
     if (text.empty()) GTEST_SKIP() << WikiTextPath() << " not found";
@@ -67,7 +68,7 @@ class ModelTokenizerTest : public ::testing::Test {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("[ %s ] WikiText-2 test: %zu bytes -> %zu tokens in %.2f s (%.2f MB/s)\n", name,
                 text.size(), ids.size(), s, text.size() / s / 1e6);
-    EXPECT_LT(s, 30.0);
+    EXPECT_LT(s, 60.0);
     EXPECT_EQ(tok.Decode(ids), text);
   }
 };
