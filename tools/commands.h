@@ -18,6 +18,7 @@ struct Command {
 
 int RunVersion(Args args);
 int RunDemo(Args args);
+int RunGenerate(Args args);
 int RunBenchAttention(Args args);
 
 }  // namespace rpa::cli

@@ -14,6 +14,7 @@ namespace {
 constexpr Command kCommands[] = {
     {"version", "print rpa's version and the SIMD targets this CPU runs", RunVersion},
     {"demo", "run the main job on the default model with an fp8 KV cache", RunDemo},
+    {"generate", "generate text from a GGUF model (SmolLM2 / Gemma 3), streamed", RunGenerate},
     {"bench-attention", "time the attention kernel against the measured roofline",
      RunBenchAttention},
 };

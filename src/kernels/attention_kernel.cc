@@ -65,10 +65,8 @@ struct Scratch {
   float* vf;     // [kTile, D] decoded V tile
 
   void Prepare(int64_t max_m, int64_t d) {
-    // Each region is rounded up to 16 floats so every one starts 64-byte aligned, plus 5
-    // cache lines so that regions do not start at the same offset modulo 4 KiB (loads
-    // from one region after stores to another would then alias in the store buffer).
-    auto up = [](int64_t n) { return (n + 15) / 16 * 16 + 80; };
+    // Each region is rounded up to 16 floats so every one starts 64-byte aligned.
+    auto up = [](int64_t n) { return (n + 15) / 16 * 16; };
     const int64_t md = up(max_m * d), ms = up(max_m * kTile), m1 = up(max_m),
                   td = up(kTile * d);
     buf.Reserve(static_cast<size_t>(2 * md + ms + 3 * m1 + 2 * td));
