@@ -27,7 +27,7 @@ test-asan: deps
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -j $(JOBS)
 
-demo: build
+demo: build models
 	@build/bin/rpa demo
 
 bench: build
