@@ -1,4 +1,4 @@
-// The ragged paged attention kernel: one work item (sequence, kv head, query rows, KV range)
+// The ragged paged attention kernel: one work item (sequence, KV heads, query rows, KV range)
 // at a time, SIMD over head_dim, dispatched per target with Highway.
 //
 // Memory traffic. Decode attention is a stream over the KV cache: every K and V element of
@@ -14,11 +14,16 @@
 //   S[m, t] = q_m . K_t                        (q_m pre-scaled by sm_scale*k_scale*q_scale)
 //   soft cap, causal / window mask, online softmax update (f32, running max and sum)
 //   acc[m, :] = acc[m, :] * alpha_m + sum_t P[m, t] V_t
-// The next tile's K/V rows are prefetched: rows of one head are 2*Hkv*D elements apart, a
-// stride the hardware prefetchers do not follow across pages.
+// An item covers a range of KV heads, so each token's slot (the K and V of those heads,
+// adjacent in the cache) is read front to back and a page is one contiguous stream; the
+// first line of every slot of the next tile is prefetched, which starts the random jump to
+// the next page early.
 //
 // Numerics: f32 logits, f32 softmax, f32 P.V, one rounding at the output. The scalar tail
 // (D not a multiple of the vector width) uses the same formulas one lane at a time.
+// The fast fp8 decodes do not special-case NaN/Inf codes (e4m3fn 0x7F reads as 480, e5m2
+// inf/NaN pass through the f16 conversion): the cache holds quantize_kv output, which is
+// always finite, and positions at or past kv_len (where tests put NaN) are never read.
 
 #include <algorithm>
 #include <atomic>
@@ -264,6 +269,7 @@ HWY_INLINE void UnpermuteRow(DF df, const float* src, size_t D, float* dst) {
 HWY_INLINE void Sum4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c, hn::Vec<DF> d,
                      float* out) {
 #if HWY_TARGET == HWY_SCALAR
+  (void)df;
   out[0] = hn::GetLane(a), out[1] = hn::GetLane(b), out[2] = hn::GetLane(c);
   out[3] = hn::GetLane(d);
 #else

@@ -186,7 +186,8 @@ def run_rpa(name, prompts, tmp_path):
 def teacher_forced_logits(model, prompt, generated):
     """Logits at the prompt's last position and after each of generated[:-1]."""
     ids = torch.tensor([prompt + generated[:-1]])
-    logits = model(ids).logits[0, len(prompt) - 1:]
+    # Only the compared positions go through the lm_head (262k rows for Gemma).
+    logits = model(ids, logits_to_keep=len(generated)).logits[0]
     return logits.to(torch.float64).numpy()
 
 
