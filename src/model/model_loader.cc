@@ -81,8 +81,8 @@ float RopePositionScale(const ArchKeys& keys) {
 
 // The tensor `name`, checked to be a matrix [rows, cols] (ne = {cols, rows}) or, when
 // rows < 0, a vector [cols]; and dequantizable.
-const GgufTensorInfo& RequireTensor(const GgufFile& file, const std::string& name,
-                                    int64_t rows, int64_t cols) {
+const GgufTensorInfo& RequireTensor(const GgufFile& file, const std::string& name, int64_t rows,
+                                    int64_t cols) {
   const GgufTensorInfo& t = file.Get(name);
   const bool matrix = rows >= 0;
   const bool ok = matrix ? (t.n_dims == 2 && t.ne[0] == cols && t.ne[1] == rows)
@@ -141,7 +141,8 @@ void ReadGemma3(const ArchKeys& keys, DecoderConfig& c) {
   c.rope_local.theta = keys.FindFloat("rope.freq_base_swa").value_or(kGemma3LocalRopeBase);
   c.rope_local.position_scale = 1.0f;
   for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"}) {
-    if (keys.Has(cap)) keys.Fail(Concat(keys.Key(cap), " is set; logit soft-capping is not supported"));
+    if (keys.Has(cap))
+      keys.Fail(Concat(keys.Key(cap), " is set; logit soft-capping is not supported"));
   }
 }
 
@@ -170,9 +171,8 @@ DecoderConfig ReadDecoderConfig(const GgufFile& file) {
   c.num_q_heads = keys.Count("attention.head_count");
   c.num_kv_heads = keys.FindCount("attention.head_count_kv").value_or(c.num_q_heads);
   if (c.num_q_heads % c.num_kv_heads != 0) {
-    keys.Fail(Concat(keys.Key("attention.head_count"), "=", c.num_q_heads,
-                     " is not a multiple of ", keys.Key("attention.head_count_kv"), "=",
-                     c.num_kv_heads));
+    keys.Fail(Concat(keys.Key("attention.head_count"), "=", c.num_q_heads, " is not a multiple of ",
+                     keys.Key("attention.head_count_kv"), "=", c.num_kv_heads));
   }
   const std::optional<int32_t> key_length = keys.FindCount("attention.key_length");
   if (!key_length && c.d_model % c.num_q_heads != 0) {
@@ -196,8 +196,8 @@ DecoderConfig ReadDecoderConfig(const GgufFile& file) {
   }
   c.norm.eps = keys.Float("attention.layer_norm_rms_epsilon");
   if (!(c.norm.eps > 0.0f) || !std::isfinite(c.norm.eps)) {
-    keys.Fail(Concat(keys.Key("attention.layer_norm_rms_epsilon"), "=", c.norm.eps,
-                     " must be positive"));
+    keys.Fail(
+        Concat(keys.Key("attention.layer_norm_rms_epsilon"), "=", c.norm.eps, " must be positive"));
   }
 
   // The vocabulary is the embedding's row count; `<arch>.vocab_size`, when present, agrees.

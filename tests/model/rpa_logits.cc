@@ -42,8 +42,8 @@ class RecordingLm final : public CausalLm {
  public:
   explicit RecordingLm(CausalLm& inner) : inner_(inner) {}
   const ModelInfo& info() const override { return inner_.info(); }
-  void Forward(const StepInput& input, const KvCacheStorage& cache,
-               const KvCacheConfig& kv_config, std::span<float> logits) override {
+  void Forward(const StepInput& input, const KvCacheStorage& cache, const KvCacheConfig& kv_config,
+               std::span<float> logits) override {
     inner_.Forward(input, cache, kv_config, logits);
     if (recording_) rows_.insert(rows_.end(), logits.begin(), logits.end());
   }
@@ -69,7 +69,8 @@ std::vector<std::vector<int32_t>> ReadPrompts(const std::string& path) {
     std::vector<int32_t> ids;
     int64_t id;
     while (ls >> id) ids.push_back(static_cast<int32_t>(id));
-    if (!ls.eof()) throw InvalidArgument(Concat("prompts file ", path, ": bad line \"", line, "\""));
+    if (!ls.eof())
+      throw InvalidArgument(Concat("prompts file ", path, ": bad line \"", line, "\""));
     if (!ids.empty()) prompts.push_back(std::move(ids));
   }
   return prompts;

@@ -293,26 +293,24 @@ TEST(ModelLoaderErrors, GemmaWithoutSlidingWindowIsRejected) {
 }
 
 TEST(ModelLoaderErrors, InconsistentOrUnsupportedOptionsAreNamed) {
-  ExpectLoadError(MakeFile(false, true, [](GgufBuilder& b) {
-                    b.KvU32("llama.rope.dimension_count", 2);
-                  }).bytes,
-                  "partial RoPE");
-  ExpectLoadError(MakeFile(false, true, [](GgufBuilder& b) {
-                    b.KvString("llama.rope.scaling.type", "yarn");
-                  }).bytes,
-                  "llama.rope.scaling.type=\"yarn\" is not supported");
-  ExpectLoadError(MakeFile(true, true, [](GgufBuilder& b) {
-                    b.KvF32("gemma3.final_logit_softcapping", 30.0f);
-                  }).bytes,
-                  "soft-capping");
-  ExpectLoadError(MakeFile(false, true, [](GgufBuilder& b) {
-                    b.KvU32("llama.vocab_size", 41);
-                  }).bytes,
-                  "llama.vocab_size=41 differs from the embedding's 40 rows");
-  ExpectLoadError(MakeFile(false, true, [](GgufBuilder& b) {
-                    b.KvU32("llama.attention.value_length", 6);
-                  }).bytes,
-                  "llama.attention.value_length=6 differs from the key length 4");
+  ExpectLoadError(
+      MakeFile(false, true, [](GgufBuilder& b) { b.KvU32("llama.rope.dimension_count", 2); }).bytes,
+      "partial RoPE");
+  ExpectLoadError(
+      MakeFile(false, true, [](GgufBuilder& b) { b.KvString("llama.rope.scaling.type", "yarn"); })
+          .bytes,
+      "llama.rope.scaling.type=\"yarn\" is not supported");
+  ExpectLoadError(
+      MakeFile(true, true, [](GgufBuilder& b) { b.KvF32("gemma3.final_logit_softcapping", 30.0f); })
+          .bytes,
+      "soft-capping");
+  ExpectLoadError(
+      MakeFile(false, true, [](GgufBuilder& b) { b.KvU32("llama.vocab_size", 41); }).bytes,
+      "llama.vocab_size=41 differs from the embedding's 40 rows");
+  ExpectLoadError(
+      MakeFile(false, true, [](GgufBuilder& b) { b.KvU32("llama.attention.value_length", 6); })
+          .bytes,
+      "llama.attention.value_length=6 differs from the key length 4");
 }
 
 TEST(ModelLoaderErrors, CountsMustBePositiveAndConsistent) {
@@ -355,7 +353,8 @@ TEST(ModelLoaderErrors, WrongTensorShapeOrMissingTensorIsNamed) {
       .Tensor({"blk.0.attn_output.weight", kF32, {16, c.d_model}, Bytes(lw.attention.wo)})
       .Tensor({"blk.0.ffn_gate.weight", kF32, {c.d_model, c.ffn_dim}, Bytes(lw.mlp.gate)})
       .Tensor({"blk.0.ffn_up.weight", kF32, {c.ffn_dim, c.d_model}, Bytes(lw.mlp.up)});
-  ExpectLoadError(b.Build(), "tensor blk.0.ffn_up.weight has ne = {24, 16}; the metadata implies {16, 24}");
+  ExpectLoadError(b.Build(),
+                  "tensor blk.0.ffn_up.weight has ne = {24, 16}; the metadata implies {16, 24}");
 }
 
 }  // namespace
