@@ -8,6 +8,10 @@
 // + 6 operands, which fits AVX2's 16 registers without spills (AVX-512 has 32). Edge tiles
 // use the same code with smaller compile-time sizes. The K tail (K not a multiple of the
 // vector length) is finished in scalar code, so no load ever reads past a row.
+// Threads split the columns (rows of w) in blocks of whole tiles: each thread streams its own
+// slice of the weights, which is what a memory-bound decode step needs. Every output element
+// is computed by the same code whatever the split, so results do not depend on the number of
+// threads or on M.
 // Projection weights are re-read once per 2 rows of x; for the serving shapes (T up to a
 // few hundred, weights in L2/L3) that is the dominant traffic and is what a larger M tile
 // would cut next.
@@ -15,6 +19,10 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
 #include "kernels/matmul.h"
+
+#include <algorithm>
+
+#include "util/thread_pool.h"
 
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
@@ -25,9 +33,10 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // y[r, c] for r in [0, kRows), c in [0, kCols) of the tile whose top-left is (x, w).
+// ldy is y's row stride.
 template <size_t kRows, size_t kCols>
 HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
-                     float* HWY_RESTRICT y, size_t n, size_t k) {
+                     float* HWY_RESTRICT y, size_t ldy, size_t k) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   using V = hn::Vec<decltype(d)>;
@@ -48,7 +57,7 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
     for (size_t c = 0; c < kCols; ++c) {
       float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
       for (size_t j = i; j < k; ++j) sum += x[r * k + j] * w[c * k + j];
-      y[r * n + c] = sum;
+      y[r * ldy + c] = sum;
     }
   }
 }
@@ -56,19 +65,20 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
 // All columns of kRows rows of y.
 template <size_t kRows>
 HWY_INLINE void RowBlock(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
-                         float* HWY_RESTRICT y, size_t n, size_t k) {
+                         float* HWY_RESTRICT y, size_t n, size_t ldy, size_t k) {
   constexpr size_t kCols = 4;
   size_t c = 0;
-  for (; c + kCols <= n; c += kCols) Tile<kRows, kCols>(x, w + c * k, y + c, n, k);
-  for (; c < n; ++c) Tile<kRows, 1>(x, w + c * k, y + c, n, k);
+  for (; c + kCols <= n; c += kCols) Tile<kRows, kCols>(x, w + c * k, y + c, ldy, k);
+  for (; c < n; ++c) Tile<kRows, 1>(x, w + c * k, y + c, ldy, k);
 }
 
+// Columns [0, n) of y (row stride ldy) from n rows of w.
 void MatMulImpl(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, float* HWY_RESTRICT y,
-                size_t m, size_t n, size_t k) {
+                size_t m, size_t n, size_t ldy, size_t k) {
   constexpr size_t kRows = 2;
   size_t r = 0;
-  for (; r + kRows <= m; r += kRows) RowBlock<kRows>(x + r * k, w, y + r * n, n, k);
-  for (; r < m; ++r) RowBlock<1>(x + r * k, w, y + r * n, n, k);
+  for (; r + kRows <= m; r += kRows) RowBlock<kRows>(x + r * k, w, y + r * ldy, n, ldy, k);
+  for (; r < m; ++r) RowBlock<1>(x + r * k, w, y + r * ldy, n, ldy, k);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -80,8 +90,32 @@ namespace rpa {
 
 HWY_EXPORT(MatMulImpl);
 
+namespace {
+
+// Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
+// a few microseconds, about what ~2^16 FMAs take on one core.
+constexpr size_t kMinParallelFmas = size_t{1} << 16;
+// Columns are split in blocks of this many: a whole number of 4-column register tiles.
+constexpr size_t kColumnBlock = 16;
+
+}  // namespace
+
 void MatMul(const float* x, const float* w, float* y, size_t m, size_t n, size_t k) {
-  HWY_DYNAMIC_DISPATCH(MatMulImpl)(x, w, y, m, n, k);
+  const auto impl = HWY_DYNAMIC_DISPATCH(MatMulImpl);
+  ThreadPool& pool = ThreadPool::Global();
+  const size_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
+  const int threads = static_cast<int>(
+      std::min<size_t>(static_cast<size_t>(pool.num_threads()), blocks));
+  if (threads <= 1 || m * n * k < kMinParallelFmas) {
+    impl(x, w, y, m, n, n, k);
+    return;
+  }
+  pool.Run(threads, [&](int t) {
+    // Thread t takes blocks [t * blocks / threads, (t + 1) * blocks / threads).
+    const size_t c0 = std::min(n, t * blocks / threads * kColumnBlock);
+    const size_t c1 = std::min(n, (t + 1) * blocks / threads * kColumnBlock);
+    if (c1 > c0) impl(x, w + c0 * k, y + c0, m, c1 - c0, n, k);
+  });
 }
 
 }  // namespace rpa
