@@ -19,6 +19,7 @@ struct Command {
 int RunVersion(Args args);
 int RunDemo(Args args);
 int RunGenerate(Args args);
+int RunBenchServe(Args args);
 int RunBenchAttention(Args args);
 
 }  // namespace rpa::cli

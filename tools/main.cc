@@ -15,6 +15,7 @@ constexpr Command kCommands[] = {
     {"version", "print rpa's version and the SIMD targets this CPU runs", RunVersion},
     {"demo", "run the main job on the default model with an fp8 KV cache", RunDemo},
     {"generate", "generate text from a GGUF model (SmolLM2 / Gemma 3), streamed", RunGenerate},
+    {"bench-serve", "offline serving throughput, TTFT, ITL and KV capacity of a model", RunBenchServe},
     {"bench-attention", "time the attention kernel against the measured roofline",
      RunBenchAttention},
 };
