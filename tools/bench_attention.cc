@@ -22,6 +22,7 @@
 #include "kernels/attention_plan.h"
 #include "numerics/convert.h"
 #include "tools/commands.h"
+#include "tools/flags.h"
 #include "tools/roofline.h"
 #include "util/aligned_buffer.h"
 #include "util/error.h"
@@ -53,83 +54,65 @@ struct Flags {
   bool json = false;
 };
 
-int64_t ParseInt(std::string_view flag, std::string_view text, int64_t min, int64_t max) {
-  int64_t v = 0;
-  const std::string s(text);
-  size_t used = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || s.empty() || v < min || v > max) {
-    throw InvalidArgument(Concat(flag, " expects an integer in [", min, ", ", max, "], got '",
-                                 text, "'"));
-  }
-  return v;
-}
-
 // Returns false when --help was asked for.
 bool ParseFlags(Args args, Flags& f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--help" || a == "-h") return false;
-    if (a == "--json") {
+  FlagReader r(args);
+  constexpr int64_t kBig = int64_t{1} << 30;
+  while (r.Next()) {
+    if (r.Is("--help", "-h")) return false;
+    if (r.Is("--json")) {
       f.json = true;
-      continue;
-    }
-    if (i + 1 >= args.size()) {
-      throw InvalidArgument(Concat("unknown flag or missing value: '", a, "' (see --help)"));
-    }
-    const std::string_view v = args[++i];
-    constexpr int64_t kBig = int64_t{1} << 30;
-    if (a == "--mode") {
+    } else if (r.Is("--mode")) {
+      const std::string_view v = r.Value();
       if (v != "decode" && v != "prefill" && v != "mixed") {
         throw InvalidArgument(Concat("--mode expects decode, prefill or mixed, got '", v, "'"));
       }
       f.mode = std::string(v);
-    } else if (a == "--kv-dtype") {
+    } else if (r.Is("--kv-dtype")) {
+      const std::string_view v = r.Value();
       const auto t = TryParseDType(v);
       if (!t || *t == DType::kFloat16) {
         throw InvalidArgument(Concat(
             "--kv-dtype expects bfloat16, float8_e4m3fn, float8_e5m2 or float32, got '", v, "'"));
       }
       f.kv_dtype = *t;
-    } else if (a == "--q-dtype") {
+    } else if (r.Is("--q-dtype")) {
+      const std::string_view v = r.Value();
       const auto t = TryParseDType(v);
       if (!t || (*t != DType::kBFloat16 && *t != DType::kFloat32)) {
         throw InvalidArgument(Concat("--q-dtype expects bfloat16 or float32, got '", v, "'"));
       }
       f.q_dtype = *t;
-    } else if (a == "--seqs") {
-      f.seqs = ParseInt(a, v, 1, 1 << 16);
-    } else if (a == "--ctx") {
-      f.ctx = ParseInt(a, v, 1, kBig);
-    } else if (a == "--q-len") {
-      f.q_len = ParseInt(a, v, 1, kBig);
-    } else if (a == "--q-heads") {
-      f.q_heads = ParseInt(a, v, 1, 4096);
-    } else if (a == "--kv-heads") {
-      f.kv_heads = ParseInt(a, v, 1, 4096);
-    } else if (a == "--head-dim") {
-      f.head_dim = ParseInt(a, v, 1, 65536);
-    } else if (a == "--page-size") {
-      f.page_size = ParseInt(a, v, 1, 1 << 20);
-    } else if (a == "--threads") {
-      f.threads = static_cast<int>(ParseInt(a, v, 0, 4096));
-    } else if (a == "--reps") {
-      f.reps = static_cast<int>(ParseInt(a, v, 1, 1 << 20));
-    } else if (a == "--target") {
+    } else if (r.Is("--seqs")) {
+      f.seqs = r.Int(1, 1 << 16);
+    } else if (r.Is("--ctx")) {
+      f.ctx = r.Int(1, kBig);
+    } else if (r.Is("--q-len")) {
+      f.q_len = r.Int(1, kBig);
+    } else if (r.Is("--q-heads")) {
+      f.q_heads = r.Int(1, 4096);
+    } else if (r.Is("--kv-heads")) {
+      f.kv_heads = r.Int(1, 4096);
+    } else if (r.Is("--head-dim")) {
+      f.head_dim = r.Int(1, 65536);
+    } else if (r.Is("--page-size")) {
+      f.page_size = r.Int(1, 1 << 20);
+    } else if (r.Is("--threads")) {
+      f.threads = static_cast<int>(r.Int(0, 4096));
+    } else if (r.Is("--reps")) {
+      f.reps = static_cast<int>(r.Int(1, 1 << 20));
+    } else if (r.Is("--target")) {
+      const std::string_view v = r.Value();
       for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
         if (v == hwy::TargetName(t)) f.target = t;
       }
       if (f.target == 0) {
         throw InvalidArgument(Concat("--target '", v, "' is not a SIMD target this CPU runs"));
       }
-    } else if (a == "--stream-mib") {
-      f.stream_mib = ParseInt(a, v, 1, 1 << 20);
+    } else if (r.Is("--stream-mib")) {
+      f.stream_mib = r.Int(1, 1 << 20);
     } else {
-      throw InvalidArgument(Concat("unknown flag '", a, "' (see --help)"));
+      r.Unknown();
     }
   }
   if (f.q_heads % f.kv_heads != 0) {

@@ -72,8 +72,7 @@ int RunBenchServe(Args args) {
   Decoder& decoder = *session.model.decoder;
   const KvCacheConfig kv =
       KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
-  config.kv_cache_bytes = ResolveMemoryBudget(
-      budget, budget.kind == MemoryBudget::Kind::kBytes ? 0 : ReadMemAvailableBytes());
+  config.kv_cache_bytes = ResolveKvCacheBytes(budget);
   Engine engine(decoder, kv, config);
   if (!json) std::fprintf(stderr, "%s\n", engine.capacity_line().c_str());
 

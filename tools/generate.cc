@@ -68,8 +68,7 @@ int RunGenerate(Args args) {
   const KvCacheConfig kv = KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
   EngineConfig config;
   config.max_num_seqs = 1;
-  config.kv_cache_bytes = ResolveMemoryBudget(
-      budget, budget.kind == MemoryBudget::Kind::kBytes ? 0 : ReadMemAvailableBytes());
+  config.kv_cache_bytes = ResolveKvCacheBytes(budget);
   Engine engine(decoder, kv, config);
   if (!quiet) std::fprintf(stderr, "%s\n", engine.capacity_line().c_str());
 

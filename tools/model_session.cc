@@ -52,6 +52,11 @@ std::string ResolveModelPath(std::string_view name) {
   return path.string();
 }
 
+uint64_t ResolveKvCacheBytes(const MemoryBudget& budget) {
+  return ResolveMemoryBudget(
+      budget, budget.kind == MemoryBudget::Kind::kBytes ? 0 : ReadMemAvailableBytes());
+}
+
 ModelSession LoadModelSession(const std::string& path, bool quiet) {
   ModelSession s;
   s.path = path;

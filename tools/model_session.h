@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "kv/memory_budget.h"
 #include "layers/kv_cache_config.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
@@ -26,6 +27,9 @@ struct ModelSession {
   LoadedModel model;
   std::unique_ptr<Tokenizer> tokenizer;
 };
+
+// The budget in bytes; a fraction is taken of MemAvailable (read only then).
+uint64_t ResolveKvCacheBytes(const MemoryBudget& budget);
 
 // Loads model and tokenizer, printing a progress line on stderr unless quiet.
 ModelSession LoadModelSession(const std::string& path, bool quiet);

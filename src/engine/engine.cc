@@ -123,18 +123,23 @@ int32_t Engine::TakeSlot() {
   return slot;
 }
 
-void Engine::Preempt(Sequence* seq) {
+std::unique_ptr<Sequence> Engine::Release(Sequence* seq) {
   pool_->Free(seq->slot);
   free_slots_.push_back(seq->slot);
   seq->slot = -1;
-  seq->num_computed = 0;
-  ++seq->num_preemptions;
-  ++stats_.preemptions;
   auto it = std::find_if(running_.begin(), running_.end(),
                          [seq](const auto& p) { return p.get() == seq; });
   RPA_CHECK(it != running_.end());
   std::unique_ptr<Sequence> owned = std::move(*it);
   running_.erase(it);
+  return owned;
+}
+
+void Engine::Preempt(Sequence* seq) {
+  std::unique_ptr<Sequence> owned = Release(seq);
+  seq->num_computed = 0;
+  ++seq->num_preemptions;
+  ++stats_.preemptions;
   // Back into the queue at its arrival position, so it is re-admitted before newer ones.
   auto pos = std::find_if(waiting_.begin(), waiting_.end(),
                           [seq](const auto& w) { return w->id > seq->id; });
@@ -209,10 +214,7 @@ bool Engine::Schedule() {
 }
 
 void Engine::Finish(Sequence* seq, FinishReason reason) {
-  seq->finish = reason;
-  pool_->Free(seq->slot);
-  free_slots_.push_back(seq->slot);
-  seq->slot = -1;
+  const std::unique_ptr<Sequence> owned = Release(seq);  // destroyed on return
   RequestResult r;
   r.request_id = seq->id;
   r.prompt.assign(seq->tokens.begin(), seq->tokens.begin() + seq->prompt_len);
@@ -220,17 +222,19 @@ void Engine::Finish(Sequence* seq, FinishReason reason) {
   r.finish = reason;
   r.num_preemptions = seq->num_preemptions;
   finished_[seq->id] = std::move(r);
-  auto it = std::find_if(running_.begin(), running_.end(),
-                         [seq](const auto& p) { return p.get() == seq; });
-  RPA_CHECK(it != running_.end());
-  running_.erase(it);  // destroys seq
+}
+
+std::span<const float> Engine::ForwardChunks() {
+  const StepInput in = builder_->Build(chunks_, *pool_);
+  std::span<float> logits(logits_.data(),
+                          in.logit_rows.size() * static_cast<size_t>(model_.info().vocab_size));
+  model_.Forward(in, *storage_, kv_config_, logits);
+  return logits;
 }
 
 void Engine::RunChunks() {
   const int32_t vocab = model_.info().vocab_size;
-  const StepInput in = builder_->Build(chunks_, *pool_);
-  std::span<float> logits(logits_.data(), in.logit_rows.size() * static_cast<size_t>(vocab));
-  model_.Forward(in, *storage_, kv_config_, logits);
+  const std::span<const float> logits = ForwardChunks();
   for (const ScheduledChunk& c : chunks_) {
     if (c.q_len > 1 || c.seq->num_computed < c.seq->prompt_len) stats_.prompt_tokens += c.q_len;
     c.seq->num_computed += c.q_len;
@@ -291,10 +295,7 @@ void Engine::Warmup() {
   };
   auto run = [&](const char* what) {
     try {
-      const StepInput in = builder_->Build(chunks_, *pool_);
-      std::span<float> logits(logits_.data(),
-                              in.logit_rows.size() * static_cast<size_t>(model_.info().vocab_size));
-      model_.Forward(in, *storage_, kv_config_, logits);
+      ForwardChunks();
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(Concat("engine warmup failed on the ", what, " batch (KV cache ",
                                    DTypeName(spec_.dtype), "): ", e.what()));

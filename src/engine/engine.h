@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -80,9 +81,13 @@ class Engine {
   void DrainInbox();
   // Fills chunks_ for this step; may preempt. Returns false iff nothing could run.
   bool Schedule();
+  // Gives back the running seq's pages and slot and takes it out of running_.
+  std::unique_ptr<Sequence> Release(Sequence* seq);
   void Preempt(Sequence* seq);
   void Admit(Sequence* seq, int32_t chunk);
   void Finish(Sequence* seq, FinishReason reason);
+  // Lays out chunks_, runs the model once; returns the logits of the sampled rows.
+  std::span<const float> ForwardChunks();
   void RunChunks();
   void Warmup();
   int32_t TakeSlot();

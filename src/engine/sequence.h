@@ -19,7 +19,6 @@ struct Sequence {
   int32_t slot = -1;          // page-pool slot while running, else -1
   int32_t num_computed = 0;   // leading tokens whose K/V are in the cache
   int32_t num_preemptions = 0;
-  FinishReason finish = FinishReason::kNone;
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }
   // Tokens still to feed through the model; 1 for a sequence in decode.
