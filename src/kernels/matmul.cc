@@ -1,26 +1,30 @@
-// MatMul, Highway SIMD with dynamic dispatch.
+// MatMul, Highway SIMD with dynamic dispatch: a register-blocked GEMM over the panel layout
+// of packed_weights.h.
 //
-// Both operands are read along K, their contiguous dimension, so every output element is a
-// dot product of two contiguous rows. The kernel walks y in register tiles of kRows x rows
-// by kCols w rows: kRows * kCols vector accumulators, and per K step kRows + kCols vector
-// loads feed kRows * kCols FMAs, so each loaded vector is reused 4 or 2 times from
-// registers instead of being reloaded per output. With 2 x 4 the tile needs 8 accumulators
-// + 6 operands, which fits AVX2's 16 registers without spills (AVX-512 has 32). Edge tiles
-// use the same code with smaller compile-time sizes. The K tail (K not a multiple of the
-// vector length) is finished in scalar code, so no load ever reads past a row.
-// Threads split the columns (rows of w) in blocks of whole tiles: each thread streams its own
-// slice of the weights, which is what a memory-bound decode step needs. Every output element
-// is computed by the same code whatever the split, so results do not depend on the number of
-// threads or on M.
-// Projection weights are re-read once per 2 rows of x; for the serving shapes (T up to a
-// few hundred, weights in L2/L3) that is the dominant traffic and is what a larger M tile
-// would cut next.
+// Micro-kernel: kRows rows of x times two vectors of one panel's columns (vector A holds
+// columns o..o+L-1, vector B columns 16+o..16+o+L-1, L = lanes ≤ 16). Per K step it loads
+// the two weight vectors once and broadcasts one x value per row: 2 * kRows FMAs per
+// 2 + kRows loads, the weights coming from L1 and x's rows from L1/L2. kRows * 2
+// accumulators + 2 weights + 1 broadcast must fit the register file: kRows = 12 with 32
+// vector registers (AVX-512, NEON, SVE), 6 with 16 (AVX2 and older x86). A panel takes
+// 16 / L passes (1 on AVX-512, 2 on AVX2).
+//
+// Blocking (the classic GEMM order, sized for a 32-48 KiB L1 and ≥ 1 MiB L2):
+//   for each block of kRowBlock rows of x          (x block: 96 x 256 f32 = 96 KiB, L2)
+//     for each block of kDepthBlock K steps        (panel chunk: 256 x 32 f32 = 32 KiB, L1)
+//       for each panel of this thread, each pass, each kRows tile of the row block
+// so a panel chunk is reused by every row of the block from L1 and x's block by every panel
+// from L2. Each K block's chain starts from zero in registers and is added to y after it:
+// an accumulator loaded from y before the loop makes GCC keep the whole accumulator array
+// on the stack (a store per FMA). For decode (M ≤ 12) this is one pass over the weights, a
+// sequential stream per panel — the memory-bound case.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "util/thread_pool.h"
 
@@ -32,53 +36,131 @@ namespace rpa {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// y[r, c] for r in [0, kRows), c in [0, kCols) of the tile whose top-left is (x, w).
-// ldy is y's row stride.
-template <size_t kRows, size_t kCols>
-HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
-                     float* HWY_RESTRICT y, size_t ldy, size_t k) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  using V = hn::Vec<decltype(d)>;
-  V acc[kRows][kCols];
-  for (size_t r = 0; r < kRows; ++r) {
-    for (size_t c = 0; c < kCols; ++c) acc[r][c] = hn::Zero(d);
+using D = hn::CappedTag<float, 16>;
+using V = hn::Vec<D>;
+
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr size_t kMaxRows = 6;  // 16 vector registers
+#else
+constexpr size_t kMaxRows = 12;  // 32 vector registers
+#endif
+constexpr size_t kRowBlock = 96;  // a multiple of both kMaxRows
+constexpr size_t kDepthBlock = 256;
+constexpr size_t kPanel = PackedWeights::kPanelCols;
+
+// The two weight vectors of K step `k` of a panel at lane offset o.
+template <WeightFormat kFormat>
+HWY_INLINE void LoadWeights(const void* HWY_RESTRICT panel, size_t k, size_t o, V& a, V& b) {
+  const D d;
+  if constexpr (kFormat == WeightFormat::kFloat32) {
+    const float* p = static_cast<const float*>(panel) + k * kPanel + o;
+    a = hn::LoadU(d, p);
+    b = hn::LoadU(d, p + 16);
+  } else {
+    // 32-bit word i of a K step holds bf16 columns i (low half) and i + 16 (high half);
+    // a bf16 is the top half of its f32, so the low half moves up and the high half is
+    // masked in place.
+    const hn::RebindToUnsigned<D> du;
+    const uint32_t* p = static_cast<const uint32_t*>(panel) + k * (kPanel / 2) + o;
+    const auto words = hn::LoadU(du, p);
+    a = hn::BitCast(d, hn::ShiftLeft<16>(words));
+    b = hn::BitCast(d, hn::And(words, hn::Set(du, 0xFFFF0000u)));
   }
-  size_t i = 0;
-  for (; i + lanes <= k; i += lanes) {
-    V wv[kCols];
-    for (size_t c = 0; c < kCols; ++c) wv[c] = hn::LoadU(d, w + c * k + i);
+}
+
+// y[r, A/B columns] (+)= x[r, k0..k1) · panel[k0..k1) for r < kRows. x and y point at the
+// tile's first row (x at column 0, y at the panel's first column); all 32 columns of y are
+// stored (the caller passes a scratch tile for a partial panel).
+template <size_t kRows, WeightFormat kFormat>
+HWY_NOINLINE void Tile(const float* HWY_RESTRICT x, size_t ldx, const void* HWY_RESTRICT panel,
+                       size_t k0, size_t k1, size_t o, float* HWY_RESTRICT y, size_t ldy,
+                       bool accumulate) {
+  const D d;
+  V acc[kRows][2];
+  for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
+  for (size_t k = k0; k < k1; ++k) {
+    V a, b;
+    LoadWeights<kFormat>(panel, k, o, a, b);
     for (size_t r = 0; r < kRows; ++r) {
-      const V xv = hn::LoadU(d, x + r * k + i);
-      for (size_t c = 0; c < kCols; ++c) acc[r][c] = hn::MulAdd(xv, wv[c], acc[r][c]);
+      const V xv = hn::Set(d, x[r * ldx + k]);
+      acc[r][0] = hn::MulAdd(xv, a, acc[r][0]);
+      acc[r][1] = hn::MulAdd(xv, b, acc[r][1]);
     }
   }
   for (size_t r = 0; r < kRows; ++r) {
-    for (size_t c = 0; c < kCols; ++c) {
-      float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
-      for (size_t j = i; j < k; ++j) sum += x[r * k + j] * w[c * k + j];
-      y[r * ldy + c] = sum;
+    float* row = y + r * ldy;
+    if (accumulate) {
+      acc[r][0] = hn::Add(hn::LoadU(d, row + o), acc[r][0]);
+      acc[r][1] = hn::Add(hn::LoadU(d, row + 16 + o), acc[r][1]);
+    }
+    hn::StoreU(acc[r][0], d, row + o);
+    hn::StoreU(acc[r][1], d, row + 16 + o);
+  }
+}
+
+// Tile<rows> for a run-time rows in [1, kRows].
+template <size_t kRows, WeightFormat kFormat>
+HWY_INLINE void TileRows(size_t rows, const float* x, size_t ldx, const void* panel, size_t k0,
+                         size_t k1, size_t o, float* y, size_t ldy, bool accumulate) {
+  if constexpr (kRows == 1) {
+    Tile<1, kFormat>(x, ldx, panel, k0, k1, o, y, ldy, accumulate);
+  } else {
+    if (rows == kRows) {
+      Tile<kRows, kFormat>(x, ldx, panel, k0, k1, o, y, ldy, accumulate);
+    } else {
+      TileRows<kRows - 1, kFormat>(rows, x, ldx, panel, k0, k1, o, y, ldy, accumulate);
     }
   }
 }
 
-// All columns of kRows rows of y.
-template <size_t kRows>
-HWY_INLINE void RowBlock(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
-                         float* HWY_RESTRICT y, size_t n, size_t ldy, size_t k) {
-  constexpr size_t kCols = 4;
-  size_t c = 0;
-  for (; c + kCols <= n; c += kCols) Tile<kRows, kCols>(x, w + c * k, y + c, ldy, k);
-  for (; c < n; ++c) Tile<kRows, 1>(x, w + c * k, y + c, ldy, k);
+template <WeightFormat kFormat>
+void Panels(const float* HWY_RESTRICT x, const PackedWeights& w, float* HWY_RESTRICT y,
+            size_t m, size_t p0, size_t p1) {
+  const D d;
+  const size_t lanes = hn::Lanes(d);
+  const size_t n = w.rows(), k = w.cols();
+  // A partial last panel is computed into this [kRowBlock, 32] tile and its real columns
+  // copied out, so no vector ever touches y past a row's end.
+  HWY_ALIGN float edge[kRowBlock * kPanel];
+  for (size_t m0 = 0; m0 < m; m0 += kRowBlock) {
+    const size_t m1 = std::min(m, m0 + kRowBlock);
+    for (size_t k0 = 0; k0 < k; k0 += kDepthBlock) {
+      const size_t k1 = std::min(k, k0 + kDepthBlock);
+      for (size_t p = p0; p < p1; ++p) {
+        const size_t cols = std::min(kPanel, n - p * kPanel);
+        float* out = y + m0 * n + p * kPanel;
+        size_t ld = n;
+        if (cols < kPanel) {
+          out = edge;
+          ld = kPanel;
+          for (size_t r = m0; r < m1; ++r) {
+            if (k0 > 0) std::memcpy(edge + (r - m0) * kPanel, y + r * n + p * kPanel, cols * 4);
+          }
+        }
+        for (size_t o = 0; o < 16; o += lanes) {
+          for (size_t r = m0; r < m1; r += kMaxRows) {
+            TileRows<kMaxRows, kFormat>(std::min(kMaxRows, m1 - r), x + r * k, k, w.panel(p), k0,
+                                        k1, o, out + (r - m0) * ld, ld, k0 > 0);
+          }
+        }
+        if (cols < kPanel) {
+          for (size_t r = m0; r < m1; ++r) {
+            std::memcpy(y + r * n + p * kPanel, edge + (r - m0) * kPanel, cols * 4);
+          }
+        }
+      }
+    }
+  }
 }
 
-// Columns [0, n) of y (row stride ldy) from n rows of w.
-void MatMulImpl(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, float* HWY_RESTRICT y,
-                size_t m, size_t n, size_t ldy, size_t k) {
-  constexpr size_t kRows = 2;
-  size_t r = 0;
-  for (; r + kRows <= m; r += kRows) RowBlock<kRows>(x + r * k, w, y + r * ldy, n, ldy, k);
-  for (; r < m; ++r) RowBlock<1>(x + r * k, w, y + r * ldy, n, ldy, k);
+// Output columns of panels [p0, p1) for all m rows.
+void MatMulPanels(const float* HWY_RESTRICT x, const PackedWeights& w, float* HWY_RESTRICT y,
+                  size_t m, size_t p0, size_t p1) {
+  if (w.format() == WeightFormat::kFloat32) {
+    Panels<WeightFormat::kFloat32>(x, w, y, m, p0, p1);
+  } else {
+    Panels<WeightFormat::kBFloat16>(x, w, y, m, p0, p1);
+  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -88,33 +170,35 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rpa {
 
-HWY_EXPORT(MatMulImpl);
+HWY_EXPORT(MatMulPanels);
 
 namespace {
 
 // Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
 // a few microseconds, about what ~2^16 FMAs take on one core.
 constexpr size_t kMinParallelFmas = size_t{1} << 16;
-// Columns are split in blocks of this many: a whole number of 4-column register tiles.
-constexpr size_t kColumnBlock = 16;
 
 }  // namespace
 
-void MatMul(const float* x, const float* w, float* y, size_t m, size_t n, size_t k) {
-  const auto impl = HWY_DYNAMIC_DISPATCH(MatMulImpl);
+void MatMul(const float* x, const PackedWeights& w, float* y, size_t m) {
+  const size_t n = w.rows(), k = w.cols();
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(y, y + m * n, 0.0f);
+    return;
+  }
+  const auto impl = HWY_DYNAMIC_DISPATCH(MatMulPanels);
   ThreadPool& pool = ThreadPool::Global();
-  const size_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
+  const size_t panels = w.num_panels();
   const int threads = static_cast<int>(
-      std::min<size_t>(static_cast<size_t>(pool.num_threads()), blocks));
+      std::min<size_t>(static_cast<size_t>(pool.num_threads()), panels));
   if (threads <= 1 || m * n * k < kMinParallelFmas) {
-    impl(x, w, y, m, n, n, k);
+    impl(x, w, y, m, 0, panels);
     return;
   }
   pool.Run(threads, [&](int t) {
-    // Thread t takes blocks [t * blocks / threads, (t + 1) * blocks / threads).
-    const size_t c0 = std::min(n, t * blocks / threads * kColumnBlock);
-    const size_t c1 = std::min(n, (t + 1) * blocks / threads * kColumnBlock);
-    if (c1 > c0) impl(x, w + c0 * k, y + c0, m, c1 - c0, n, k);
+    // Thread t takes panels [t * panels / threads, (t + 1) * panels / threads).
+    impl(x, w, y, m, t * panels / threads, (t + 1) * panels / threads);
   });
 }
 

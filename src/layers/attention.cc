@@ -18,6 +18,13 @@ void CheckWeightSize(const std::vector<float>& w, int64_t expected, const char* 
   }
 }
 
+// Packs w [n, k] and frees the f32 copy.
+PackedWeights Pack(std::vector<float>& w, int64_t n, int64_t k, WeightFormat format) {
+  PackedWeights packed(w.data(), static_cast<size_t>(n), static_cast<size_t>(k), format);
+  std::vector<float>().swap(w);
+  return packed;
+}
+
 // Grows `buf` to hold at least `bytes` and returns its data.
 void* Reserve(std::vector<uint8_t>& buf, size_t bytes) {
   if (buf.size() < bytes) buf.resize(bytes);
@@ -78,6 +85,10 @@ Attention::Attention(const AttentionConfig& config, AttentionWeights weights,
   CheckWeightSize(weights_.q_norm, c.qk_norm ? c.head_dim : 0, "q_norm");
   CheckWeightSize(weights_.k_norm, c.qk_norm ? c.head_dim : 0, "k_norm");
   CheckWeightSize(weights_.sinks, c.has_sinks ? c.num_q_heads : 0, "sinks");
+  wq_ = Pack(weights_.wq, q_width, c.d_model, c.weight_format);
+  wk_ = Pack(weights_.wk, kv_width, c.d_model, c.weight_format);
+  wv_ = Pack(weights_.wv, kv_width, c.d_model, c.weight_format);
+  wo_ = Pack(weights_.wo, c.d_model, q_width, c.weight_format);
 }
 
 QkvProjections Attention::ProjectQkv(const TensorView& hidden, std::span<const int32_t> positions) {
@@ -98,9 +109,9 @@ QkvProjections Attention::ProjectQkv(const TensorView& hidden, std::span<const i
   float* q = Reserve(q_f32_, t * hq * d);   // [T, Hq, D]
   float* k = Reserve(k_f32_, t * hkv * d);  // [T, Hkv, D]
   float* v = Reserve(v_f32_, t * hkv * d);  // [T, Hkv, D]
-  MatMul(x, weights_.wq.data(), q, t, hq * d, c.d_model);
-  MatMul(x, weights_.wk.data(), k, t, hkv * d, c.d_model);
-  MatMul(x, weights_.wv.data(), v, t, hkv * d, c.d_model);
+  MatMul(x, wq_, q, t);
+  MatMul(x, wk_, k, t);
+  MatMul(x, wv_, v, t);
   if (c.qk_norm) {
     RmsNormRows(c.qk_norm_config, weights_.q_norm.data(), q, t * hq, d);
     RmsNormRows(c.qk_norm_config, weights_.k_norm.data(), k, t * hkv, d);
@@ -186,11 +197,11 @@ void Attention::ProjectOutput(const TensorView& attn, const TensorView& output) 
     a = a_f32;
   }
   if (c.activation_dtype == DType::kFloat32) {
-    MatMul(a, weights_.wo.data(), output.as<float>(), t, c.d_model, q_width);
+    MatMul(a, wo_, output.as<float>(), t);
     return;
   }
   float* y = Reserve(out_f32_, t * c.d_model);
-  MatMul(a, weights_.wo.data(), y, t, c.d_model, q_width);
+  MatMul(a, wo_, y, t);
   Convert(DType::kFloat32, y, c.activation_dtype, output.data, t * c.d_model);
 }
 

@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/packed_weights.h"
 #include "layers/attention_backend.h"
 #include "layers/layer_kv_cache.h"
 #include "layers/ragged_batch.h"
@@ -52,9 +53,11 @@ struct AttentionConfig {
   // donor's LayerKvCache) and never writes it (update_kv_cache=false).
   std::optional<int> kv_share_donor;
   DType activation_dtype = DType::kFloat32;  // hidden/output/queries: float32 or bfloat16
+  WeightFormat weight_format = WeightFormat::kFloat32;  // how Wq/Wk/Wv/Wo are stored
 };
 
-// f32 weights in the nn.Linear layout [out, in].
+// f32 weights in the nn.Linear layout [out, in]; the layer packs the projections into
+// config.weight_format at construction and keeps only the packed copies.
 struct AttentionWeights {
   std::vector<float> wq;      // [Hq*D, d_model]
   std::vector<float> wk;      // [Hkv*D, d_model]
@@ -111,7 +114,8 @@ class Attention {
                  TensorView& values, AttentionOptions& options);
 
   AttentionConfig config_;
-  AttentionWeights weights_;
+  AttentionWeights weights_;  // norms and sinks (the projections are moved into w*_)
+  PackedWeights wq_, wk_, wv_, wo_;
   AttentionBackend& backend_;
 
   // Scratch, grown on demand and reused across calls.

@@ -20,18 +20,21 @@ float GeluTanh(float x) {
 
 }  // namespace
 
-GatedMlp::GatedMlp(const MlpConfig& config, MlpWeights weights)
-    : config_(config), weights_(std::move(weights)) {
+GatedMlp::GatedMlp(const MlpConfig& config, const MlpWeights& weights) : config_(config) {
   if (config_.d_model <= 0 || config_.ffn_dim <= 0) {
     throw InvalidArgument(
         Concat("Invalid MLP shape: d_model=", config_.d_model, ", ffn_dim=", config_.ffn_dim));
   }
   const size_t n = static_cast<size_t>(config_.d_model * config_.ffn_dim);
-  if (weights_.gate.size() != n || weights_.up.size() != n || weights_.down.size() != n) {
-    throw InvalidArgument(Concat("MLP weights have sizes gate=", weights_.gate.size(),
-                                 ", up=", weights_.up.size(), ", down=", weights_.down.size(),
+  if (weights.gate.size() != n || weights.up.size() != n || weights.down.size() != n) {
+    throw InvalidArgument(Concat("MLP weights have sizes gate=", weights.gate.size(),
+                                 ", up=", weights.up.size(), ", down=", weights.down.size(),
                                  "; expected ", n, " each"));
   }
+  const size_t d = static_cast<size_t>(config_.d_model), f = static_cast<size_t>(config_.ffn_dim);
+  gate_w_ = PackedWeights(weights.gate.data(), f, d, config_.weight_format);
+  up_w_ = PackedWeights(weights.up.data(), f, d, config_.weight_format);
+  down_w_ = PackedWeights(weights.down.data(), d, f, config_.weight_format);
 }
 
 void GatedMlp::Forward(const float* x, float* y, int64_t num_tokens) {
@@ -42,13 +45,13 @@ void GatedMlp::Forward(const float* x, float* y, int64_t num_tokens) {
     gate_.resize(t * f);
     up_.resize(t * f);
   }
-  MatMul(x, weights_.gate.data(), gate_.data(), t, f, d);
-  MatMul(x, weights_.up.data(), up_.data(), t, f, d);
+  MatMul(x, gate_w_, gate_.data(), t);
+  MatMul(x, up_w_, up_.data(), t);
   const bool silu = config_.activation == MlpActivation::kSilu;
   for (size_t i = 0; i < t * f; ++i) {
     gate_[i] = (silu ? Silu(gate_[i]) : GeluTanh(gate_[i])) * up_[i];
   }
-  MatMul(gate_.data(), weights_.down.data(), y, t, d, f);
+  MatMul(gate_.data(), down_w_, y, t);
 }
 
 }  // namespace rpa

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/packed_weights.h"
+
 namespace rpa {
 
 enum class MlpActivation { kSilu, kGeluTanh };
@@ -16,9 +18,11 @@ struct MlpConfig {
   int64_t d_model = 0;
   int64_t ffn_dim = 0;  // F
   MlpActivation activation = MlpActivation::kSilu;
+  WeightFormat weight_format = WeightFormat::kFloat32;  // how the three matrices are stored
 };
 
-// f32 weights in the nn.Linear layout [out, in].
+// f32 weights in the nn.Linear layout [out, in]; the layer keeps only copies packed into
+// config.weight_format.
 struct MlpWeights {
   std::vector<float> gate;  // [F, d_model]
   std::vector<float> up;    // [F, d_model]
@@ -28,7 +32,7 @@ struct MlpWeights {
 class GatedMlp {
  public:
   // Throws InvalidArgument on non-positive sizes or weights of the wrong size.
-  GatedMlp(const MlpConfig& config, MlpWeights weights);
+  GatedMlp(const MlpConfig& config, const MlpWeights& weights);
   GatedMlp(const GatedMlp&) = delete;
   GatedMlp& operator=(const GatedMlp&) = delete;
   GatedMlp(GatedMlp&&) = default;
@@ -40,7 +44,7 @@ class GatedMlp {
 
  private:
   MlpConfig config_;
-  MlpWeights weights_;
+  PackedWeights gate_w_, up_w_, down_w_;
   std::vector<float> gate_;  // [T, F] scratch
   std::vector<float> up_;    // [T, F] scratch
 };

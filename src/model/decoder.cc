@@ -36,6 +36,7 @@ AttentionConfig AttentionConfigOf(const DecoderConfig& c, int32_t layer) {
   a.qk_norm = c.qk_norm;
   a.qk_norm_config = c.norm;
   a.sm_scale = c.sm_scale;
+  a.weight_format = c.weight_format;
   a.activation_dtype = DType::kFloat32;
   return a;
 }
@@ -68,7 +69,7 @@ Decoder::Decoder(const DecoderConfig& config, DecoderWeights weights, AttentionB
   info_.head_dim = c.head_dim;
 
   AttentionBackend& attention_backend = backend ? *backend : kernel_backend_;
-  const MlpConfig mlp_config{c.d_model, c.ffn_dim, c.activation};
+  const MlpConfig mlp_config{c.d_model, c.ffn_dim, c.activation, c.weight_format};
   for (int32_t l = 0; l < c.num_layers; ++l) {
     DecoderLayerWeights& w = weights.layers[l];
     CheckSize(w.attn_norm, d, "attn_norm", l);
@@ -80,9 +81,12 @@ Decoder::Decoder(const DecoderConfig& config, DecoderWeights weights, AttentionB
     mlp_.emplace_back(mlp_config, std::move(w.mlp));
     norms_.push_back(std::move(w));
   }
-  embedding_ = std::move(weights.embedding);
+  const size_t vocab = static_cast<size_t>(c.vocab_size);
+  embedding_ = PackedWeights(weights.embedding.data(), vocab, d, c.weight_format);
   final_norm_ = std::move(weights.final_norm);
-  lm_head_ = std::move(weights.lm_head);
+  if (!weights.lm_head.empty()) {
+    lm_head_ = PackedWeights(weights.lm_head.data(), vocab, d, c.weight_format);
+  }
 }
 
 void Decoder::Forward(const StepInput& in, const KvCacheStorage& cache,
@@ -118,8 +122,8 @@ void Decoder::Forward(const StepInput& in, const KvCacheStorage& cache,
       throw InvalidArgument(Concat("token id ", tok, " at row ", i, " is outside [0, ",
                                    c.vocab_size, ")"));
     }
-    const float* e = embedding_.data() + static_cast<size_t>(tok) * d;
-    for (size_t j = 0; j < d; ++j) x[i * d + j] = e[j] * c.embedding_scale;
+    embedding_.Row(static_cast<size_t>(tok), x + i * d);
+    for (size_t j = 0; j < d; ++j) x[i * d + j] *= c.embedding_scale;
   }
   const int64_t rows = static_cast<int64_t>(t);
   const TensorView h_view = TensorView::Contiguous(h, DType::kFloat32, {rows, c.d_model});
@@ -151,8 +155,7 @@ void Decoder::Forward(const StepInput& in, const KvCacheStorage& cache,
     std::memcpy(sel + i * d, x + static_cast<size_t>(row) * d, d * sizeof(float));
   }
   RmsNormRows(c.norm, final_norm_.data(), sel, static_cast<int64_t>(r), c.d_model);
-  const float* head = lm_head_.empty() ? embedding_.data() : lm_head_.data();
-  MatMul(sel, head, logits.data(), r, vocab, d);
+  MatMul(sel, lm_head_.empty() ? embedding_ : lm_head_, logits.data(), r);
 }
 
 DecoderWeights RandomDecoderWeights(const DecoderConfig& c, uint64_t seed) {

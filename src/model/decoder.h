@@ -9,7 +9,8 @@
 //               x += post_ffn_norm ? RMSNorm(m) : m
 //   logits = RMSNorm(x[rows]) · lm_headᵀ  (lm_head = embedding when tied)  [R, vocab]
 //
-// Weights are f32 here (the weight format for real models is chosen by the model loader).
+// Weights arrive as f32 and are packed into config.weight_format (f32 or bf16); the
+// embedding is looked up from its packed copy, which doubles as the LM head when tied.
 // Thread safety: Forward() uses per-call scratch; one caller at a time.
 #pragma once
 
@@ -48,6 +49,9 @@ struct DecoderConfig {
   int32_t sliding_window = 0;
   RopeConfig rope_global;
   RopeConfig rope_local;
+  // How every matrix (projections, MLP, embedding / LM head) is stored; see
+  // kernels/packed_weights.h.
+  WeightFormat weight_format = WeightFormat::kFloat32;
 
   bool IsLocal(int32_t layer) const {
     return local_layer_period > 0 && layer % local_layer_period != local_layer_period - 1;
@@ -86,9 +90,9 @@ class Decoder final : public CausalLm {
  private:
   DecoderConfig config_;
   ModelInfo info_;
-  std::vector<float> embedding_;
+  PackedWeights embedding_;  // [vocab, d_model]
   std::vector<float> final_norm_;
-  std::vector<float> lm_head_;  // empty when tied
+  PackedWeights lm_head_;  // empty when tied to the embedding
   std::vector<DecoderLayerWeights> norms_;  // norm weights per layer (attention/MLP moved out)
   KernelBackend kernel_backend_;
   std::vector<std::unique_ptr<Attention>> attention_;

@@ -156,7 +156,7 @@ bool IsSupportedArchitecture(std::string_view architecture) {
   return architecture == "llama" || architecture == "gemma3";
 }
 
-DecoderConfig ReadDecoderConfig(const GgufFile& file) {
+DecoderConfig ReadDecoderConfig(const GgufFile& file, WeightFormat weights) {
   const std::string_view arch = file.GetString("general.architecture");
   if (!IsSupportedArchitecture(arch)) {
     throw ModelFormatError(Concat(file.label(), ": general.architecture=\"", arch,
@@ -164,6 +164,7 @@ DecoderConfig ReadDecoderConfig(const GgufFile& file) {
   }
   const ArchKeys keys(file, arch);
   DecoderConfig c;
+  c.weight_format = weights;
   c.num_layers = keys.Count("block_count");
   c.d_model = keys.Count("embedding_length");
   c.ffn_dim = keys.Count("feed_forward_length");
@@ -274,10 +275,11 @@ DecoderWeights ReadDecoderWeights(const GgufFile& file, const DecoderConfig& c,
   return w;
 }
 
-LoadedModel LoadModel(const std::string& path, const LoadProgress& progress) {
+LoadedModel LoadModel(const std::string& path, const LoadProgress& progress,
+                      WeightFormat weights) {
   const GgufFile file = GgufFile::Open(path);
   LoadedModel m;
-  const DecoderConfig config = ReadDecoderConfig(file);
+  const DecoderConfig config = ReadDecoderConfig(file, weights);
   m.architecture = std::string(file.GetString("general.architecture"));
   m.name = std::string(file.FindString("general.name").value_or(""));
   m.decoder = std::make_unique<Decoder>(config, ReadDecoderWeights(file, config, progress));

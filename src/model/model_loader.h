@@ -16,8 +16,11 @@
 //           Gemma's "+1" (the converter added it), so RMSNorm uses them as-is
 //           (weight_offset 0).
 //
-// Weights are dequantized to f32 ([out, in], nn.Linear layout); the lm_head is tied to the
-// embedding when the file has no `output.weight`.
+// Weights are dequantized to f32 ([out, in], nn.Linear layout), then packed by the decoder
+// into the chosen WeightFormat: bfloat16 by default (half the bytes a memory-bound decode
+// step streams; docs/weights.md has the measurements), float32 to keep the dequantized
+// GGUF values exactly (the logits check against transformers uses it). The lm_head is tied
+// to the embedding when the file has no `output.weight`.
 #pragma once
 
 #include <cstdint>
@@ -42,9 +45,14 @@ struct LoadedModel {
 // Returns true iff rpa can build a decoder for `architecture`.
 bool IsSupportedArchitecture(std::string_view architecture);
 
+// The default weight format for real models.
+inline constexpr WeightFormat kDefaultWeightFormat = WeightFormat::kBFloat16;
+
 // The decoder's configuration from the metadata (and the embedding's shape, for the
-// vocabulary size). Cheap: reads no weights. Throws ModelFormatError as described above.
-DecoderConfig ReadDecoderConfig(const GgufFile& file);
+// vocabulary size), with `weights` as its weight format. Cheap: reads no weights. Throws
+// ModelFormatError as described above.
+DecoderConfig ReadDecoderConfig(const GgufFile& file,
+                                WeightFormat weights = kDefaultWeightFormat);
 
 // Every weight of `config`'s decoder, dequantized to f32. Throws ModelFormatError for a
 // missing tensor, a shape other than the config implies, or a type rpa cannot dequantize.
@@ -53,6 +61,7 @@ DecoderWeights ReadDecoderWeights(const GgufFile& file, const DecoderConfig& con
 
 // Opens, reads and builds. Throws InvalidArgument when the file cannot be read and
 // ModelFormatError when it is not a model rpa can run.
-LoadedModel LoadModel(const std::string& path, const LoadProgress& progress = nullptr);
+LoadedModel LoadModel(const std::string& path, const LoadProgress& progress = nullptr,
+                      WeightFormat weights = kDefaultWeightFormat);
 
 }  // namespace rpa

@@ -3,6 +3,10 @@
 // can be compared with. Used by tests/python/test_logits_vs_transformers.py.
 //
 //   rpa_logits MODEL.gguf PROMPTS.txt OUT_DIR [--kv-cache-dtype DTYPE] [--generate N]
+//              [--weights f32|bf16]
+//
+// Weights default to f32 here (not the serving default bf16): the check compares with
+// transformers multiplying the same dequantized f32 weights.
 //
 // PROMPTS.txt holds one prompt per line as whitespace-separated token ids. For prompt i the
 // engine runs one greedy request of N tokens (EOS ignored, so every run has N), and
@@ -79,16 +83,19 @@ std::vector<std::vector<int32_t>> ReadPrompts(const std::string& path) {
 int Run(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: rpa_logits MODEL.gguf PROMPTS.txt OUT_DIR [--kv-cache-dtype DTYPE]"
-                 " [--generate N]\n";
+                 " [--generate N] [--weights f32|bf16]\n";
     return 2;
   }
   const std::string model_path = argv[1], prompts_path = argv[2], out_dir = argv[3];
   std::string kv_dtype = "auto";
   int32_t generate = 32;
+  WeightFormat weights = WeightFormat::kFloat32;
   for (int i = 4; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--kv-cache-dtype") {
       kv_dtype = argv[i + 1];
+    } else if (flag == "--weights") {
+      weights = ParseWeightFormat(argv[i + 1]);
     } else if (flag == "--generate") {
       generate = std::atoi(argv[i + 1]);
     } else {
@@ -98,7 +105,7 @@ int Run(int argc, char** argv) {
   const auto prompts = ReadPrompts(prompts_path);
 
   const Clock::time_point t_load = Clock::now();
-  LoadedModel model = LoadModel(model_path);
+  LoadedModel model = LoadModel(model_path, nullptr, weights);
   const double load_s = SecondsSince(t_load);
   const ModelInfo& info = model.decoder->info();
   RecordingLm recorder(*model.decoder);
