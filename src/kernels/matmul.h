@@ -7,7 +7,7 @@
 // target, so every CPU runs it. Threads split the output columns.
 //
 // Determinism: every y[i, j] is computed the same way whatever M, the row tiling or the
-// thread count: one f32 FMA chain per block of 256 K steps (in order, from zero), the
+// thread count: one f32 FMA chain per block of 128 K steps (in order, from zero), the
 // blocks' sums added in order. So a row's result does not depend on which other rows share
 // the call (the engine's batching invariance rests on this).
 #pragma once

@@ -1,6 +1,6 @@
 // MatMul against a float64 reference, for both weight formats, on every SIMD target this
 // CPU supports, over shapes that exercise every edge: row tails (M % 6, M % 12) and row
-// blocks (M > 96), partial panels (N % 32, N % 16, N % 8), K blocks (K around 256) and K = 0.
+// blocks (M > 96), partial panels (N % 32, N % 16, N % 8), K blocks (K = 255, 257, 530 over 128-step blocks) and K = 0.
 #include <gtest/gtest.h>
 
 #include <cmath>
