@@ -11,6 +11,7 @@
 #include "kv/memory_budget.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/kv_scales_file.h"
 #include "tools/model_session.h"
 #include "util/error.h"
 
@@ -20,10 +21,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr char kUsage[] =
-    "usage: rpa bench-serve [-m PATH|smollm2|gemma3] [--kv-cache-dtype D] [--kv-cache-memory SIZE]\n"
+    "usage: rpa bench-serve [-m PATH|smollm2|gemma3] [--kv-cache-dtype D] [--kv-scales FILE]\n"
+    "                       [--kv-cache-memory SIZE]\n"
     "                       [--requests N] [--prompt-len P] [--gen-len G] [--max-num-seqs S]\n"
-    "                       [--max-num-batched-tokens B] [--json]\n"
-    "Defaults: smollm2, fp8, 256MiB, 8 requests, P 128, G 64, S 32, B 512.\n";
+    "                       [--max-num-batched-tokens B] [--weights bf16|f32] [--json]\n"
+    "Defaults: smollm2, fp8, 256MiB, 8 requests, P 128, G 64, S 32, B 512, bf16 weights.\n";
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -39,6 +41,8 @@ int RunBenchServe(Args args) {
   int32_t requests = 8, prompt_len = 128, gen_len = 64;
   EngineConfig config;
   bool json = false;
+  std::string kv_scales;  // per-layer fp8 scales from `rpa calibrate` (docs/kv-scales.md)
+  WeightFormat weights = kDefaultWeightFormat;
   FlagReader f(args);
   while (f.Next()) {
     if (f.Is("--help", "-h")) {
@@ -48,6 +52,10 @@ int RunBenchServe(Args args) {
       model = f.Value();
     } else if (f.Is("--kv-cache-dtype")) {
       kv_dtype = f.Value();
+    } else if (f.Is("--weights")) {
+      weights = ParseWeightFormat(f.Value());
+    } else if (f.Is("--kv-scales")) {
+      kv_scales = f.Value();
     } else if (f.Is("--kv-cache-memory")) {
       kv_memory = f.Value();
     } else if (f.Is("--requests")) {
@@ -68,10 +76,10 @@ int RunBenchServe(Args args) {
   }
   const MemoryBudget budget = ParseMemoryBudget(kv_memory);
   ParseKvCacheDtype(kv_dtype, DType::kFloat32);
-  ModelSession session = LoadModelSession(ResolveModelPath(model), /*quiet=*/json);
+  ModelSession session = LoadModelSession(ResolveModelPath(model), /*quiet=*/json, weights);
   Decoder& decoder = *session.model.decoder;
-  const KvCacheConfig kv =
-      KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
+  KvCacheConfig kv = KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
+  if (!kv_scales.empty()) ApplyKvScalesFile(kv_scales, kv);
   config.kv_cache_bytes = ResolveKvCacheBytes(budget);
   Engine engine(decoder, kv, config);
   if (!json) std::fprintf(stderr, "%s\n", engine.capacity_line().c_str());
@@ -105,20 +113,31 @@ int RunBenchServe(Args args) {
         "\"gen_len\": %d, \"seconds\": %.4f, \"generated_tokens_per_s\": %.2f, "
         "\"total_tokens_per_s\": %.2f, \"ttft_median_ms\": %.2f, \"ttft_p99_ms\": %.2f, "
         "\"itl_median_ms\": %.2f, \"itl_p99_ms\": %.2f, \"peak_concurrent_seqs\": %d, "
-        "\"preemptions\": %lld, \"kv_capacity_tokens\": %lld, \"kv_bytes_per_token\": %llu}\n",
+        "\"preemptions\": %lld, \"kv_capacity_tokens\": %lld, \"kv_bytes_per_token\": %llu, "
+        "\"kv_capacity_pages\": %d, \"page_size\": %d, \"kv_cache_bytes\": %llu, "
+        "\"max_num_seqs\": %d, \"max_num_batched_tokens\": %d, \"steps\": %lld, "
+        "\"prompt_tokens_computed\": %lld, \"weights\": \"%s\"}\n",
         model.c_str(), std::string(DTypeName(kv.dtype())).c_str(), requests, prompt_len, gen_len,
         seconds, gen_tps, total_tps, 1e3 * Percentile(ttft, 0.5), 1e3 * Percentile(ttft, 0.99),
         1e3 * Percentile(itl, 0.5), 1e3 * Percentile(itl, 0.99), s.peak_running,
         static_cast<long long>(s.preemptions), static_cast<long long>(engine.kv_plan().num_tokens()),
-        static_cast<unsigned long long>(engine.kv_spec().BytesPerToken()));
+        static_cast<unsigned long long>(engine.kv_spec().BytesPerToken()),
+        engine.kv_plan().num_pages, engine.kv_plan().page_size,
+        static_cast<unsigned long long>(engine.kv_plan().budget_bytes), config.max_num_seqs,
+        config.max_num_batched_tokens, static_cast<long long>(s.steps),
+        static_cast<long long>(s.prompt_tokens), std::string(WeightFormatName(weights)).c_str());
   } else {
     std::printf(
         "%d requests x (%d prompt + %d generated) in %.2f s: %.1f generated tok/s, %.1f total tok/s\n"
         "TTFT median %.1f ms p99 %.1f ms | ITL median %.1f ms p99 %.1f ms | peak %d concurrent "
-        "sequences, %lld preemptions\n",
+        "sequences, %lld preemptions\n"
+        "KV cache %d pages = %lld tokens | %lld prompt tokens computed (recomputation "
+        "included) in %lld steps\n",
         requests, prompt_len, gen_len, seconds, gen_tps, total_tps, 1e3 * Percentile(ttft, 0.5),
         1e3 * Percentile(ttft, 0.99), 1e3 * Percentile(itl, 0.5), 1e3 * Percentile(itl, 0.99),
-        s.peak_running, static_cast<long long>(s.preemptions));
+        s.peak_running, static_cast<long long>(s.preemptions), engine.kv_plan().num_pages,
+        static_cast<long long>(engine.kv_plan().num_tokens()),
+        static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.steps));
   }
   return 0;
 }

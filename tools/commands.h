@@ -20,6 +20,11 @@ int RunVersion(Args args);
 int RunDemo(Args args);
 int RunGenerate(Args args);
 int RunBenchServe(Args args);
+int RunBenchModel(Args args);
+int RunBenchContext(Args args);
 int RunBenchAttention(Args args);
+int RunCalibrate(Args args);
+int RunKvSensitivity(Args args);
+int RunEval(Args args);
 
 }  // namespace rpa::cli

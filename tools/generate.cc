@@ -5,6 +5,7 @@
 #include "kv/memory_budget.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/kv_scales_file.h"
 #include "tools/model_session.h"
 #include "util/error.h"
 
@@ -14,18 +15,22 @@ namespace {
 constexpr char kUsage[] =
     "usage: rpa generate [-m PATH|smollm2|gemma3] -p PROMPT [-n N] [--chat]\n"
     "                    [--kv-cache-dtype auto|bfloat16|fp8|fp8_e4m3|fp8_e5m2]\n"
-    "                    [--kv-cache-memory SIZE] [--temperature T] [--top-k K] [--top-p P]\n"
-    "                    [--seed S] [--quiet]\n"
+    "                    [--kv-scales FILE] [--kv-cache-memory SIZE] [--temperature T]\n"
+    "                    [--top-k K] [--top-p P]\n"
+    "                    [--seed S] [--weights bf16|f32] [--quiet]\n"
     "Defaults: -m smollm2 (SmolLM2-135M-Instruct), -n 64, --kv-cache-dtype fp8 (e4m3fn),\n"
-    "--kv-cache-memory 256MiB, greedy (temperature 0). SIZE: 2GiB, 512MiB, 0.5 or 50% of free RAM.\n";
+    "--kv-cache-memory 256MiB, greedy (temperature 0), bf16 weights.\n"
+    "SIZE: 2GiB, 512MiB, 0.5 or 50% of free RAM.\n";
 
 }  // namespace
 
 int RunGenerate(Args args) {
   std::string model = "smollm2", prompt, kv_dtype = "fp8", kv_memory = "256MiB";
+  std::string kv_scales;  // per-layer fp8 scales from `rpa calibrate` (docs/kv-scales.md)
   bool chat = false, quiet = false, have_prompt = false;
   SamplingParams params;
   params.max_tokens = 64;
+  WeightFormat weights = kDefaultWeightFormat;
   FlagReader f(args);
   while (f.Next()) {
     if (f.Is("--help", "-h")) {
@@ -42,6 +47,10 @@ int RunGenerate(Args args) {
       chat = true;
     } else if (f.Is("--kv-cache-dtype")) {
       kv_dtype = f.Value();
+    } else if (f.Is("--weights")) {
+      weights = ParseWeightFormat(f.Value());
+    } else if (f.Is("--kv-scales")) {
+      kv_scales = f.Value();
     } else if (f.Is("--kv-cache-memory")) {
       kv_memory = f.Value();
     } else if (f.Is("--temperature")) {
@@ -63,9 +72,10 @@ int RunGenerate(Args args) {
   const MemoryBudget budget = ParseMemoryBudget(kv_memory);
   ParseKvCacheDtype(kv_dtype, DType::kFloat32);
 
-  ModelSession session = LoadModelSession(ResolveModelPath(model), quiet);
+  ModelSession session = LoadModelSession(ResolveModelPath(model), quiet, weights);
   Decoder& decoder = *session.model.decoder;
-  const KvCacheConfig kv = KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
+  KvCacheConfig kv = KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
+  if (!kv_scales.empty()) ApplyKvScalesFile(kv_scales, kv);
   EngineConfig config;
   config.max_num_seqs = 1;
   config.kv_cache_bytes = ResolveKvCacheBytes(budget);

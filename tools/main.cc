@@ -16,8 +16,17 @@ constexpr Command kCommands[] = {
     {"demo", "run the main job on the default model with an fp8 KV cache", RunDemo},
     {"generate", "generate text from a GGUF model (SmolLM2 / Gemma 3), streamed", RunGenerate},
     {"bench-serve", "offline serving throughput, TTFT, ITL and KV capacity of a model", RunBenchServe},
+    {"bench-model", "prefill and decode speed of a model against the measured roofline",
+     RunBenchModel},
+    {"bench-context", "decode tokens/s and attention's share of the step vs context length",
+     RunBenchContext},
     {"bench-attention", "time the attention kernel against the measured roofline",
      RunBenchAttention},
+    {"calibrate", "per-layer fp8 KV scales (max |K|, |V|) from calibration text", RunCalibrate},
+    {"kv-sensitivity", "KL divergence of fp8 K/V emulated per layer and for all layers",
+     RunKvSensitivity},
+    {"eval", "perplexity over WikiText-2; KL divergence and top-1 vs a reference KV dtype",
+     RunEval},
 };
 
 void PrintHelp() {

@@ -57,7 +57,7 @@ uint64_t ResolveKvCacheBytes(const MemoryBudget& budget) {
       budget, budget.kind == MemoryBudget::Kind::kBytes ? 0 : ReadMemAvailableBytes());
 }
 
-ModelSession LoadModelSession(const std::string& path, bool quiet) {
+ModelSession LoadModelSession(const std::string& path, bool quiet, WeightFormat weights) {
   ModelSession s;
   s.path = path;
   const auto start = Clock::now();
@@ -68,13 +68,14 @@ ModelSession LoadModelSession(const std::string& path, bool quiet) {
       std::fprintf(stderr, "\rloading %s: layer %d/%d", path.c_str(), done, total);
       std::fflush(stderr);
     }
-  });
+  }, weights);
   const GgufFile file = GgufFile::Open(path);
   s.tokenizer = Tokenizer::FromGguf(file);
   if (!quiet) {
-    std::fprintf(stderr, "%sloaded %s (%s, %s) in %.2f s\n",
+    std::fprintf(stderr, "%sloaded %s (%s, %s, %s weights) in %.2f s\n",
                  live ? "\r" : "", s.model.name.empty() ? path.c_str() : s.model.name.c_str(),
-                 s.model.architecture.c_str(), path.c_str(), Seconds(start, Clock::now()));
+                 s.model.architecture.c_str(), path.c_str(),
+                 std::string(WeightFormatName(weights)).c_str(), Seconds(start, Clock::now()));
   }
   return s;
 }

@@ -32,7 +32,8 @@ struct ModelSession {
 uint64_t ResolveKvCacheBytes(const MemoryBudget& budget);
 
 // Loads model and tokenizer, printing a progress line on stderr unless quiet.
-ModelSession LoadModelSession(const std::string& path, bool quiet);
+ModelSession LoadModelSession(const std::string& path, bool quiet,
+                              WeightFormat weights = kDefaultWeightFormat);
 
 // The prompt's token ids: as chat (the model's chat template, one user turn) or plain text.
 std::vector<int32_t> EncodePrompt(const ModelSession& session, std::string_view prompt, bool chat);
