@@ -24,6 +24,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "util/thread_pool.h"
@@ -198,9 +199,15 @@ void MatMul(const float* x, const PackedWeights& w, float* y, size_t m) {
     impl(x, w, y, m, 0, panels);
     return;
   }
-  pool.Run(threads, [&](int t) {
-    // Thread t takes panels [t * panels / threads, (t + 1) * panels / threads).
-    impl(x, w, y, m, t * panels / threads, (t + 1) * panels / threads);
+  // Panels are handed out in chunks, ~4 per thread, to whichever thread is free: a thread
+  // the OS deschedules holds up only its current chunk, not half the matrix.
+  const size_t chunk = std::max<size_t>(1, panels / (4 * static_cast<size_t>(threads)));
+  std::atomic<size_t> next{0};
+  pool.Run(threads, [&](int) {
+    for (size_t p0 = next.fetch_add(chunk, std::memory_order_relaxed); p0 < panels;
+         p0 = next.fetch_add(chunk, std::memory_order_relaxed)) {
+      impl(x, w, y, m, p0, std::min(panels, p0 + chunk));
+    }
   });
 }
 

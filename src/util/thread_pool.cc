@@ -1,6 +1,7 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -9,9 +10,16 @@
 namespace rpa {
 namespace {
 
-// Busy-wait iterations before sleeping. ~2^13 pause instructions are a few microseconds:
-// long enough to catch back-to-back jobs, short enough not to steal a shared core.
-constexpr int kSpinIterations = 1 << 13;
+// How long a worker busy-waits for the next job before sleeping. Waking a sleeping thread
+// costs ~200 µs on this VM (futex wake + scheduling), and a decode step is hundreds of
+// jobs separated by short serial stretches (norms, RoPE, sampling): with a spin of a few
+// microseconds the workers slept between most of them and a batch-1 SmolLM2 step spent
+// ~70% of its time waking them. 2 ms covers the gaps inside and between steps; an idle
+// engine stops spinning 2 ms after its last job.
+constexpr std::chrono::microseconds kSpinTime{2000};
+// The caller's wait for the workers' acknowledgements: they are running the same job, so
+// only a short spin before sleeping.
+constexpr int kCallerSpinIterations = 1 << 13;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -24,7 +32,7 @@ inline void CpuRelax() {
 ThreadPool::ThreadPool(int num_threads) {
   const int n = std::max(num_threads, 1);
   workers_.reserve(n - 1);
-  for (int w = 1; w < n; ++w) workers_.emplace_back([this, w] { WorkerLoop(w); });
+  for (int w = 1; w < n; ++w) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -32,6 +40,13 @@ ThreadPool::~ThreadPool() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::RunTasks() {
+  for (int t = next_task_.fetch_add(1, std::memory_order_relaxed); t < participants_;
+       t = next_task_.fetch_add(1, std::memory_order_relaxed)) {
+    (*job_)(t);
+  }
 }
 
 void ThreadPool::Run(int participants, const std::function<void(int)>& fn) {
@@ -43,29 +58,43 @@ void ThreadPool::Run(int participants, const std::function<void(int)>& fn) {
   }
   job_ = &fn;
   participants_ = participants;
-  // Every worker acknowledges every generation (idle ones just decrement), so the job and
-  // participant count are never read by a worker after Run() returns.
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  next_task_.store(1, std::memory_order_relaxed);  // task 0 is the caller's
+  const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  job_state_.store((gen & 0xFFFFFFFFu) << 32, std::memory_order_release);
+  generation_.store(gen, std::memory_order_release);
   generation_.notify_all();
-  fn(0);
-  for (int spin = 0; spin < kSpinIterations; ++spin) {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
-    CpuRelax();
+  // Close the job and wait for the workers inside it, also when fn throws: they read job_.
+  auto finish = [&] {
+    uint64_t s = job_state_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
+    for (int spin = 0; (s & kActiveMask) != 0 && spin < kCallerSpinIterations; ++spin) {
+      CpuRelax();
+      s = job_state_.load(std::memory_order_acquire);
+    }
+    while ((s & kActiveMask) != 0) {
+      job_state_.wait(s, std::memory_order_acquire);
+      s = job_state_.load(std::memory_order_acquire);
+    }
+  };
+  try {
+    fn(0);
+    RunTasks();
+  } catch (...) {
+    finish();
+    throw;
   }
-  for (int left = pending_.load(std::memory_order_acquire); left != 0;
-       left = pending_.load(std::memory_order_acquire)) {
-    pending_.wait(left, std::memory_order_acquire);
-  }
+  finish();
 }
 
-void ThreadPool::WorkerLoop(int worker) {
+void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+    const auto spin_end = std::chrono::steady_clock::now() + kSpinTime;
+    for (int spin = 1; gen == seen; ++spin) {
       CpuRelax();
       gen = generation_.load(std::memory_order_acquire);
+      // Reading the clock costs ~20 ns: once per 64 pauses.
+      if (spin % 64 == 0 && std::chrono::steady_clock::now() > spin_end) break;
     }
     while (gen == seen) {
       generation_.wait(seen, std::memory_order_acquire);
@@ -73,8 +102,19 @@ void ThreadPool::WorkerLoop(int worker) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    if (worker < participants_) (*job_)(worker);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    // Join the job of generation `gen` unless it is closed or already replaced.
+    uint64_t s = job_state_.load(std::memory_order_acquire);
+    bool joined = false;
+    while ((s >> 32) == (gen & 0xFFFFFFFFu) && (s & kClosed) == 0) {
+      if (job_state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) {
+        joined = true;
+        break;
+      }
+    }
+    if (!joined) continue;
+    RunTasks();
+    s = job_state_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    if ((s & kActiveMask) == 0 && (s & kClosed) != 0) job_state_.notify_all();
   }
 }
 

@@ -1,4 +1,4 @@
-// ThreadPool: every participant runs exactly once per job, jobs do not overlap, the pool is
+// ThreadPool: every task runs exactly once per job, jobs do not overlap, the pool is
 // reusable many times (the kernels call it once or twice per layer), and concurrent Run()
 // calls from different threads are serialized.
 #include "util/thread_pool.h"
@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -62,6 +64,49 @@ TEST(ThreadPool, ConcurrentCallersAreSerialized) {
   a.join();
   b.join();
   EXPECT_LE(max_inside.load(), 2);  // one job (two participants) at a time
+}
+
+// While the caller is busy with task 0, an awake worker takes task 1 on its own thread.
+TEST(ThreadPool, WorkerTakesTasksWhileCallerIsBusy) {
+  ThreadPool pool(2);
+  std::vector<std::thread::id> ran_on(2);
+  pool.Run(2, [&](int t) {
+    ran_on[t] = std::this_thread::get_id();
+    if (t == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  });
+  EXPECT_EQ(ran_on[0], std::this_thread::get_id());
+  EXPECT_NE(ran_on[1], std::this_thread::get_id());
+}
+
+// Tasks that sleep at random: each still runs exactly once per job, whichever thread takes
+// it (a late worker may find nothing left and skip the job).
+TEST(ThreadPool, UnevenTasksRunExactlyOnce) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(2);
+  for (int job = 0; job < 300; ++job) {
+    pool.Run(2, [&](int t) {
+      if ((job + t) % 7 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+      hits[t].fetch_add(1);
+    });
+  }
+  EXPECT_EQ(hits[0].load(), 300);
+  EXPECT_EQ(hits[1].load(), 300);
+}
+
+// An exception from the caller's task propagates once the workers are out of the job, and
+// the pool stays usable.
+TEST(ThreadPool, CallerExceptionPropagatesAndPoolSurvives) {
+  ThreadPool pool(2);
+  std::atomic<int> other{0};
+  EXPECT_THROW(pool.Run(2,
+                        [&](int t) {
+                          if (t == 0) throw std::runtime_error("task 0");
+                          other.fetch_add(1);
+                        }),
+               std::runtime_error);
+  std::atomic<int> total{0};
+  pool.Run(2, [&](int t) { total.fetch_add(t + 1); });
+  EXPECT_EQ(total.load(), 3);
 }
 
 TEST(ThreadPool, SingleThreadPoolRunsInline) {
