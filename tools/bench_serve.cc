@@ -24,8 +24,10 @@ constexpr char kUsage[] =
     "usage: rpa bench-serve [-m PATH|smollm2|gemma3] [--kv-cache-dtype D] [--kv-scales FILE]\n"
     "                       [--kv-cache-memory SIZE]\n"
     "                       [--requests N] [--prompt-len P] [--gen-len G] [--max-num-seqs S]\n"
-    "                       [--max-num-batched-tokens B] [--weights bf16|f32] [--json]\n"
-    "Defaults: smollm2, fp8, 256MiB, 8 requests, P 128, G 64, S 32, B 512, bf16 weights.\n";
+    "                       [--max-num-batched-tokens B] [--weights bf16|f32]\n"
+    "                       [--kv-rotation none|hadamard] [--json]\n"
+    "Defaults: smollm2, fp8, 256MiB, 8 requests, P 128, G 64, S 32, B 512, bf16 weights,\n"
+    "--kv-rotation none.\n";
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -40,7 +42,7 @@ int RunBenchServe(Args args) {
   std::string model = "smollm2", kv_dtype = "fp8", kv_memory = "256MiB";
   int32_t requests = 8, prompt_len = 128, gen_len = 64;
   EngineConfig config;
-  bool json = false;
+  bool json = false, rotate_qk = false;
   std::string kv_scales;  // per-layer fp8 scales from `rpa calibrate` (docs/kv-scales.md)
   WeightFormat weights = kDefaultWeightFormat;
   FlagReader f(args);
@@ -54,6 +56,8 @@ int RunBenchServe(Args args) {
       kv_dtype = f.Value();
     } else if (f.Is("--weights")) {
       weights = ParseWeightFormat(f.Value());
+    } else if (f.Is("--kv-rotation")) {
+      rotate_qk = ParseKvRotation(f.Value());
     } else if (f.Is("--kv-scales")) {
       kv_scales = f.Value();
     } else if (f.Is("--kv-cache-memory")) {
@@ -76,7 +80,8 @@ int RunBenchServe(Args args) {
   }
   const MemoryBudget budget = ParseMemoryBudget(kv_memory);
   ParseKvCacheDtype(kv_dtype, DType::kFloat32);
-  ModelSession session = LoadModelSession(ResolveModelPath(model), /*quiet=*/json, weights);
+  ModelSession session =
+      LoadModelSession(ResolveModelPath(model), /*quiet=*/json, weights, rotate_qk);
   Decoder& decoder = *session.model.decoder;
   KvCacheConfig kv = KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
   if (!kv_scales.empty()) ApplyKvScalesFile(kv_scales, kv);
@@ -116,7 +121,7 @@ int RunBenchServe(Args args) {
         "\"preemptions\": %lld, \"kv_capacity_tokens\": %lld, \"kv_bytes_per_token\": %llu, "
         "\"kv_capacity_pages\": %d, \"page_size\": %d, \"kv_cache_bytes\": %llu, "
         "\"max_num_seqs\": %d, \"max_num_batched_tokens\": %d, \"steps\": %lld, "
-        "\"prompt_tokens_computed\": %lld, \"weights\": \"%s\"}\n",
+        "\"prompt_tokens_computed\": %lld, \"weights\": \"%s\", \"kv_rotation\": \"%s\"}\n",
         model.c_str(), std::string(DTypeName(kv.dtype())).c_str(), requests, prompt_len, gen_len,
         seconds, gen_tps, total_tps, 1e3 * Percentile(ttft, 0.5), 1e3 * Percentile(ttft, 0.99),
         1e3 * Percentile(itl, 0.5), 1e3 * Percentile(itl, 0.99), s.peak_running,
@@ -125,7 +130,8 @@ int RunBenchServe(Args args) {
         engine.kv_plan().num_pages, engine.kv_plan().page_size,
         static_cast<unsigned long long>(engine.kv_plan().budget_bytes), config.max_num_seqs,
         config.max_num_batched_tokens, static_cast<long long>(s.steps),
-        static_cast<long long>(s.prompt_tokens), std::string(WeightFormatName(weights)).c_str());
+        static_cast<long long>(s.prompt_tokens), std::string(WeightFormatName(weights)).c_str(),
+        rotate_qk ? "hadamard" : "none");
   } else {
     std::printf(
         "%d requests x (%d prompt + %d generated) in %.2f s: %.1f generated tok/s, %.1f total tok/s\n"

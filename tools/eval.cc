@@ -34,16 +34,17 @@ constexpr char kUsage[] =
     "usage: rpa eval [-m PATH|smollm2|gemma3] [--kv-cache-dtype D] [--kv-scales FILE]\n"
     "                [--ctx N] [--chunks N] [--text FILE] [--batch-chunks K]\n"
     "                [--logits-out FILE [--logits-dtype f16|f32]] [--reference-logits FILE]\n"
-    "                [--weights bf16|f32] [--json] [--quiet]\n"
+    "                [--weights bf16|f32] [--kv-rotation none|hadamard] [--json] [--quiet]\n"
     "Perplexity over WikiText-2 as llama.cpp's llama-perplexity computes it: chunks of --ctx\n"
     "tokens (512, 1024, 2048, ...), each a fresh sequence with BOS first iff the model wants\n"
     "it, second half scored. --logits-out saves every scored distribution; a later run with\n"
     "--reference-logits on the same tokens reports mean/p99 KL divergence, top-1 agreement\n"
-    "and ΔPPL against it.\n"
+    "and ΔPPL against it. --kv-rotation hadamard rotates query/key heads (Walsh-Hadamard,\n"
+    "after RoPE; logits unchanged in exact arithmetic) so fp8 rounds K less harmfully.\n"
     "Defaults: -m smollm2, --kv-cache-dtype fp8, --ctx 512, every chunk of the text (with a\n"
     "reference: its chunks), --text ../shared/data/wikitext-2-raw/wiki.test.raw found above\n"
     "the current directory or the rpa binary, --batch-chunks 1, --logits-dtype f16, bf16\n"
-    "weights.\n";
+    "weights, --kv-rotation none.\n";
 
 // The WikiText file above the working directory or the executable, or an error saying so.
 std::string DefaultTextPath() {
@@ -96,7 +97,7 @@ int RunEval(Args args) {
   DType logits_dtype = DType::kFloat16;
   WeightFormat weights = kDefaultWeightFormat;
   PerplexityOptions options;
-  bool json = false, quiet = false;
+  bool json = false, quiet = false, rotate_qk = false;
   FlagReader f(args);
   while (f.Next()) {
     if (f.Is("--help", "-h")) {
@@ -124,6 +125,8 @@ int RunEval(Args args) {
       reference = f.Value();
     } else if (f.Is("--weights")) {
       weights = ParseWeightFormat(f.Value());
+    } else if (f.Is("--kv-rotation")) {
+      rotate_qk = ParseKvRotation(f.Value());
     } else if (f.Is("--json")) {
       json = true;
     } else if (f.Is("--quiet", "-q")) {
@@ -148,7 +151,8 @@ int RunEval(Args args) {
   const bool verbose = !quiet && !json;
   const std::string text = eval::ReadTextFile(text_path);
 
-  ModelSession session = LoadModelSession(ResolveModelPath(model), /*quiet=*/!verbose, weights);
+  ModelSession session =
+      LoadModelSession(ResolveModelPath(model), /*quiet=*/!verbose, weights, rotate_qk);
   Decoder& decoder = *session.model.decoder;
   KvCacheConfig kv = KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
   if (!kv_scales.empty()) ApplyKvScalesFile(kv_scales, kv);
@@ -187,8 +191,9 @@ int RunEval(Args args) {
                    std::string(DTypeName(logits_dtype)).c_str(),
                    static_cast<long long>(plan.num_rows()), vocab);
     }
-    writer = std::make_unique<eval::LogitsFileWriter>(logits_out, layout, plan.tokens, logits_dtype,
-                                                      DTypeName(kv.dtype()));
+    writer = std::make_unique<eval::LogitsFileWriter>(
+        logits_out, layout, plan.tokens, logits_dtype,
+        Concat(DTypeName(kv.dtype()), rotate_qk ? "+hadamard" : ""));
   }
 
   ProgressLine progress(!quiet, plan.n_ctx);
@@ -205,12 +210,12 @@ int RunEval(Args args) {
   const std::string dtype_name(DTypeName(kv.dtype()));
   if (json) {
     std::printf(
-        "{\"model\": %s, \"weights\": \"%s\", \"kv_cache_dtype\": \"%s\", \"ctx\": %d, "
-        "\"chunks\": %d, "
+        "{\"model\": %s, \"weights\": \"%s\", \"kv_cache_dtype\": \"%s\", "
+        "\"kv_rotation\": \"%s\", \"ctx\": %d, \"chunks\": %d, "
         "\"bos\": %d, \"tokens_scored\": %lld, \"ppl\": %.6f, \"ppl_stderr\": %.6f, "
         "\"seconds\": %.3f, \"forward_seconds\": %.3f, \"tokens_per_s\": %.2f",
         JsonQuote(model).c_str(), std::string(WeightFormatName(weights)).c_str(),
-        dtype_name.c_str(), r.n_ctx, r.chunks, options.bos_token,
+        dtype_name.c_str(), rotate_qk ? "hadamard" : "none", r.n_ctx, r.chunks, options.bos_token,
         static_cast<long long>(r.tokens_scored), r.ppl, r.ppl_stderr, r.seconds, r.forward_seconds,
         r.tokens_per_second());
     if (comparison) {
@@ -229,7 +234,8 @@ int RunEval(Args args) {
       "PPL = %.4f +/- %.5f over %lld tokens (%d chunks of %d, KV cache %s) in %.1f s, "
       "%.1f tok/s\n",
       r.ppl, r.ppl_stderr, static_cast<long long>(r.tokens_scored), r.chunks, r.n_ctx,
-      dtype_name.c_str(), r.seconds, r.tokens_per_second());
+      Concat(dtype_name, rotate_qk ? ", hadamard q/k rotation" : "").c_str(), r.seconds,
+      r.tokens_per_second());
   if (comparison) {
     std::printf(
         "vs %s (%s, PPL %.4f): dPPL %+.3f%% +/- %.3f%% | KLD mean %.6f +/- %.6f, "

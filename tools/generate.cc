@@ -17,9 +17,10 @@ constexpr char kUsage[] =
     "                    [--kv-cache-dtype auto|bfloat16|fp8|fp8_e4m3|fp8_e5m2]\n"
     "                    [--kv-scales FILE] [--kv-cache-memory SIZE] [--temperature T]\n"
     "                    [--top-k K] [--top-p P]\n"
-    "                    [--seed S] [--weights bf16|f32] [--quiet]\n"
+    "                    [--seed S] [--weights bf16|f32] [--kv-rotation none|hadamard]\n"
+    "                    [--quiet]\n"
     "Defaults: -m smollm2 (SmolLM2-135M-Instruct), -n 64, --kv-cache-dtype fp8 (e4m3fn),\n"
-    "--kv-cache-memory 256MiB, greedy (temperature 0), bf16 weights.\n"
+    "--kv-cache-memory 256MiB, greedy (temperature 0), bf16 weights, --kv-rotation none.\n"
     "SIZE: 2GiB, 512MiB, 0.5 or 50% of free RAM.\n";
 
 }  // namespace
@@ -27,7 +28,7 @@ constexpr char kUsage[] =
 int RunGenerate(Args args) {
   std::string model = "smollm2", prompt, kv_dtype = "fp8", kv_memory = "256MiB";
   std::string kv_scales;  // per-layer fp8 scales from `rpa calibrate` (docs/kv-scales.md)
-  bool chat = false, quiet = false, have_prompt = false;
+  bool chat = false, quiet = false, have_prompt = false, rotate_qk = false;
   SamplingParams params;
   params.max_tokens = 64;
   WeightFormat weights = kDefaultWeightFormat;
@@ -49,6 +50,8 @@ int RunGenerate(Args args) {
       kv_dtype = f.Value();
     } else if (f.Is("--weights")) {
       weights = ParseWeightFormat(f.Value());
+    } else if (f.Is("--kv-rotation")) {
+      rotate_qk = ParseKvRotation(f.Value());
     } else if (f.Is("--kv-scales")) {
       kv_scales = f.Value();
     } else if (f.Is("--kv-cache-memory")) {
@@ -72,7 +75,7 @@ int RunGenerate(Args args) {
   const MemoryBudget budget = ParseMemoryBudget(kv_memory);
   ParseKvCacheDtype(kv_dtype, DType::kFloat32);
 
-  ModelSession session = LoadModelSession(ResolveModelPath(model), quiet, weights);
+  ModelSession session = LoadModelSession(ResolveModelPath(model), quiet, weights, rotate_qk);
   Decoder& decoder = *session.model.decoder;
   KvCacheConfig kv = KvCacheConfig::Parse(kv_dtype, DType::kFloat32, decoder.info().num_layers);
   if (!kv_scales.empty()) ApplyKvScalesFile(kv_scales, kv);

@@ -7,11 +7,19 @@
 //   fp8-cache             the real thing: an fp8 cache with the same scales, every layer
 //                         (differs from all:KV over a bf16 base only by the double rounding
 //                         described in src/layers/fake_quant_backend.h)
+//   all:KV-keep:N         every layer but the first N of --keep-layers (they stay in the
+//                         base dtype), for N = 1, 2, 4, ... and the whole list
+//   rotation-only         (--rotate-qk) the Hadamard rotation of q/k alone, no fp8
 // Each variant is compared with the reference over the same tokens (src/eval: mean KL
 // divergence of the next-token distributions, top-1 agreement, ΔPPL). Every variant differs
 // from the reference in the emulated tensors only, so its KLD is theirs alone.
+// --rotate-qk rotates every layer's query and key heads (Walsh-Hadamard, src/layers/hadamard.h)
+// in every emulated variant; the reference is not rotated, and the fp8-cache variant (the
+// decoder's own unrotated path) is skipped.
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -47,11 +55,15 @@ constexpr char kUsage[] =
     "                          [--kv-scales FILE] [--ctx N] [--chunks N] [--text FILE]\n"
     "                          [--base bfloat16|auto] [--no-per-layer | --split-kv]\n"
     "                          [--batch-chunks K] [--weights bf16|f32] [--reference-logits FILE]\n"
-    "                          [--json] [--quiet]\n"
+    "                          [--rotate-qk] [--keep-layers L1,L2,...] [--json] [--quiet]\n"
     "Emulates the fp8 cache on every layer (K only, V only, both) and on each layer alone\n"
     "(K and V) over a --base cache, runs the real fp8 cache once, and reports each variant's\n"
     "mean KL divergence, top-1 agreement and dPPL against a reference pass with the --base\n"
     "cache on the same chunks.\n"
+    "--rotate-qk: rotate query/key heads by a normalized Walsh-Hadamard matrix in every\n"
+    "  emulated variant (adds rotation-only; skips fp8-cache).\n"
+    "--keep-layers L1,L2,...: adds all:KV-keep:N, fp8 K/V on every layer but the first N listed\n"
+    "  (N = 1, 2, 4, ... and the whole list), e.g. the layers ranked most sensitive first.\n"
     "Defaults: -m smollm2, --kv-cache-dtype fp8, scales 1.0, --ctx 512, --chunks 4, --text\n"
     "WikiText-2 test, --base bfloat16, reference logits in a temporary f32 file (removed).\n";
 
@@ -79,8 +91,30 @@ struct Variant {
   std::string name;
   int32_t layer = -1;  // -1: every layer
   bool keys = true, values = true;
-  bool real = false;  // the real fp8 cache instead of the emulation
+  bool real = false;          // the real fp8 cache instead of the emulation
+  std::vector<int32_t> kept;  // layer = -1: these stay in the base dtype
+  bool none = false;          // no layer emulated (rotation only)
 };
+
+// "3,17,5" -> {3, 17, 5}; each in [0, layers), no repeats.
+std::vector<int32_t> ParseLayerList(std::string_view text, int32_t layers) {
+  std::vector<int32_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find(',', pos), text.size());
+    const std::string_view item = text.substr(pos, end - pos);
+    int32_t l = -1;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), l);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || l < 0 ||
+        l >= layers || std::find(out.begin(), out.end(), l) != out.end()) {
+      throw InvalidArgument(Concat("--keep-layers ", text, ": '", item,
+                                   "' is not a new layer index in [0, ", layers, ")"));
+    }
+    out.push_back(l);
+    pos = end + 1;
+  }
+  return out;
+}
 
 // Removes a temporary file when the command ends, however it ends.
 struct RemoveOnExit {
@@ -106,6 +140,13 @@ std::string DefaultTextPath() {
   return found;
 }
 
+// [3, 17] -> "[3, 17]".
+std::string KeptJson(const std::vector<int32_t>& kept) {
+  std::string out = "[";
+  for (size_t i = 0; i < kept.size(); ++i) out += Concat(i ? ", " : "", kept[i]);
+  return out + "]";
+}
+
 double Seconds(Clock::time_point a) {
   return std::chrono::duration<double>(Clock::now() - a).count();
 }
@@ -118,7 +159,8 @@ int RunKvSensitivity(Args args) {
   eval::PerplexityOptions options;
   options.max_chunks = 4;
   WeightFormat weights = kDefaultWeightFormat;
-  bool json = false, quiet = false, per_layer = true, split = false;
+  bool json = false, quiet = false, per_layer = true, split = false, rotate = false;
+  std::string keep_layers;
   FlagReader f(args);
   while (f.Next()) {
     if (f.Is("--help", "-h")) {
@@ -148,6 +190,10 @@ int RunKvSensitivity(Args args) {
       weights = ParseWeightFormat(f.Value());
     } else if (f.Is("--reference-logits")) {
       reference_path = f.Value();
+    } else if (f.Is("--rotate-qk")) {
+      rotate = true;
+    } else if (f.Is("--keep-layers")) {
+      keep_layers = f.Value();
     } else if (f.Is("--json")) {
       json = true;
     } else if (f.Is("--quiet", "-q")) {
@@ -247,10 +293,23 @@ int RunKvSensitivity(Args args) {
     cleanup.path.clear();
   }
 
-  std::vector<Variant> variants = {{"all:K", -1, true, false},
-                                   {"all:V", -1, false, true},
-                                   {"all:KV", -1, true, true},
-                                   {"fp8-cache", -1, true, true, true}};
+  std::vector<Variant> variants = {
+      {"all:K", -1, true, false}, {"all:V", -1, false, true}, {"all:KV", -1, true, true}};
+  if (rotate) {
+    variants.push_back({"rotation-only", -1, false, false, false, {}, true});
+  } else {
+    variants.push_back({"fp8-cache", -1, true, true, true});
+  }
+  if (!keep_layers.empty()) {
+    const std::vector<int32_t> keep = ParseLayerList(keep_layers, layers);
+    std::vector<size_t> counts;  // 1, 2, 4, ... below the list's size, then its size
+    for (size_t n = 1; n < keep.size(); n *= 2) counts.push_back(n);
+    counts.push_back(keep.size());
+    for (size_t n : counts) {
+      variants.push_back({Concat("all:KV-keep:", n), -1, true, true, false,
+                          std::vector<int32_t>(keep.begin(), keep.begin() + n)});
+    }
+  }
   if (per_layer) {
     for (int32_t l = 0; l < layers; ++l) {
       // A KV-shared layer reads its donor's cache: emulating it alone changes nothing.
@@ -263,15 +322,16 @@ int RunKvSensitivity(Args args) {
     }
   }
   if (!json) {
-    std::printf("%-10s %-12s %-10s %-10s %-9s %s\n", "variant", "KLD mean", "+/-", "KLD p99",
+    std::printf("%-14s %-12s %-10s %-10s %-9s %s\n", "variant", "KLD mean", "+/-", "KLD p99",
                 "top-1 %", "dPPL %");
   }
   const bool live = verbose && isatty(fileno(stderr));
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    std::vector<bool> selected(layers, v.layer < 0);
+    std::vector<bool> selected(layers, v.layer < 0 && !v.none);
     if (v.layer >= 0) selected[v.layer] = true;
-    FakeQuantBackend fake(kernel, fp8, selected, v.keys, v.values, scales);
+    for (int32_t l : v.kept) selected[l] = false;
+    FakeQuantBackend fake(kernel, fp8, selected, v.keys, v.values, scales, rotate);
     backend.set_target(v.real ? static_cast<AttentionBackend*>(&kernel) : &fake);
     eval::ReferenceComparison comparison(reference, plan, info.vocab_size);
     const auto t0 = Clock::now();
@@ -297,18 +357,20 @@ int RunKvSensitivity(Args args) {
       std::printf(
           "{\"model\": %s, \"kv_cache_dtype\": %s, \"base\": %s, \"scales\": %s, "
           "\"ctx\": %d, \"chunks\": %d, \"variant\": %s, \"layer\": %d, \"keys\": %s, "
-          "\"values\": %s, \"rows\": %lld, \"kld_mean\": %.8g, \"kld_stderr\": %.4g, "
+          "\"values\": %s, \"rotate_qk\": %s, \"kept_layers\": %s, \"rows\": %lld, "
+          "\"kld_mean\": %.8g, \"kld_stderr\": %.4g, "
           "\"kld_median\": %.6g, \"kld_p99\": %.6g, \"kld_max\": %.6g, \"top1\": %.6f, "
           "\"top1_stderr\": %.6f, \"ref_ppl\": %.6f, \"dppl_percent\": %.5f, "
           "\"dppl_percent_stderr\": %.5f, \"seconds\": %.2f}\n",
           JsonQuote(model).c_str(), JsonQuote(kv_dtype).c_str(), JsonQuote(base).c_str(),
           JsonQuote(kv_scales).c_str(), plan.n_ctx, plan.num_chunks, JsonQuote(v.name).c_str(),
           v.layer, v.keys ? "true" : "false", v.values ? "true" : "false",
+          rotate && !v.real ? "true" : "false", KeptJson(v.kept).c_str(),
           static_cast<long long>(c.rows), c.kld_mean, c.kld_stderr, c.kld_median, c.kld_p99,
           c.kld_max, c.top1, c.top1_stderr, c.ref_ppl, c.dppl_percent, c.dppl_percent_stderr,
           Seconds(t0));
     } else {
-      std::printf("%-10s %-12.4e %-10.2e %-10.3e %-9.3f %+.4f +/- %.4f\n", v.name.c_str(),
+      std::printf("%-14s %-12.4e %-10.2e %-10.3e %-9.3f %+.4f +/- %.4f\n", v.name.c_str(),
                   c.kld_mean, c.kld_stderr, c.kld_p99, 100 * c.top1, c.dppl_percent,
                   c.dppl_percent_stderr);
     }

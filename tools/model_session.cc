@@ -57,19 +57,33 @@ uint64_t ResolveKvCacheBytes(const MemoryBudget& budget) {
       budget, budget.kind == MemoryBudget::Kind::kBytes ? 0 : ReadMemAvailableBytes());
 }
 
-ModelSession LoadModelSession(const std::string& path, bool quiet, WeightFormat weights) {
+bool ParseKvRotation(std::string_view name) {
+  if (name == "none") return false;
+  if (name == "hadamard") return true;
+  throw InvalidArgument(Concat("--kv-rotation ", name, " is not one of: none, hadamard"));
+}
+
+ModelSession LoadModelSession(const std::string& path, bool quiet, WeightFormat weights,
+                              bool rotate_qk) {
   ModelSession s;
   s.path = path;
   const auto start = Clock::now();
   // A live progress line on a terminal; in a log, only the final "loaded" line.
   const bool live = !quiet && isatty(fileno(stderr));
-  s.model = LoadModel(path, [&](int32_t done, int32_t total) {
+  const LoadProgress progress = [&](int32_t done, int32_t total) {
     if (live) {
       std::fprintf(stderr, "\rloading %s: layer %d/%d", path.c_str(), done, total);
       std::fflush(stderr);
     }
-  }, weights);
+  };
   const GgufFile file = GgufFile::Open(path);
+  // LoadModel's steps, with the config adjusted before the decoder is built.
+  DecoderConfig config = ReadDecoderConfig(file, weights);
+  config.rotate_qk = rotate_qk;
+  s.model.architecture = std::string(file.GetString("general.architecture"));
+  s.model.name = std::string(file.FindString("general.name").value_or(""));
+  s.model.decoder =
+      std::make_unique<Decoder>(config, ReadDecoderWeights(file, config, progress));
   s.tokenizer = Tokenizer::FromGguf(file);
   if (!quiet) {
     std::fprintf(stderr, "%sloaded %s (%s, %s, %s weights) in %.2f s\n",

@@ -31,9 +31,14 @@ struct ModelSession {
 // The budget in bytes; a fraction is taken of MemAvailable (read only then).
 uint64_t ResolveKvCacheBytes(const MemoryBudget& budget);
 
-// Loads model and tokenizer, printing a progress line on stderr unless quiet.
+// Loads model and tokenizer, printing a progress line on stderr unless quiet. rotate_qk:
+// DecoderConfig::rotate_qk (--kv-rotation hadamard).
 ModelSession LoadModelSession(const std::string& path, bool quiet,
-                              WeightFormat weights = kDefaultWeightFormat);
+                              WeightFormat weights = kDefaultWeightFormat, bool rotate_qk = false);
+
+// --kv-rotation: "none" -> false (the default), "hadamard" -> true (Walsh-Hadamard rotation
+// of query/key heads, DecoderConfig::rotate_qk). Throws InvalidArgument otherwise.
+bool ParseKvRotation(std::string_view name);
 
 // The prompt's token ids: as chat (the model's chat template, one user turn) or plain text.
 std::vector<int32_t> EncodePrompt(const ModelSession& session, std::string_view prompt, bool chat);

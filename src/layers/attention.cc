@@ -5,6 +5,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/quantize_kv.h"
+#include "layers/hadamard.h"
 #include "numerics/convert.h"
 #include "util/error.h"
 
@@ -73,6 +74,10 @@ Attention::Attention(const AttentionConfig& config, AttentionWeights weights,
                                  " is set on a global attention layer; only local layers "
                                  "have a window."));
   }
+  if (c.rotate_qk && !IsPowerOfTwo(c.head_dim)) {
+    throw InvalidArgument(
+        Concat("rotate_qk needs a power-of-two head_dim; got head_dim=", c.head_dim, "."));
+  }
   if (c.kv_share_donor && *c.kv_share_donor < 0) {
     throw InvalidArgument(Concat("kv_share_donor=", *c.kv_share_donor, " must be >= 0."));
   }
@@ -118,6 +123,10 @@ QkvProjections Attention::ProjectQkv(const TensorView& hidden, std::span<const i
   }
   ApplyRope(c.rope, positions, q, t, hq, d);
   ApplyRope(c.rope, positions, k, t, hkv, d);
+  if (c.rotate_qk) {  // after RoPE (which is position-dependent), before any K rounding
+    HadamardRotateRows(q, t * hq, d);
+    HadamardRotateRows(k, t * hkv, d);
+  }
 
   // Hand the projections on in the activation dtype: one rounding, after RoPE.
   auto as_activation = [&](float* src, std::vector<uint8_t>& buf, int64_t heads) {

@@ -2,6 +2,7 @@
 //
 //   hidden [T, d_model] --Wq/Wk/Wv--> q [T, Hq, D], k/v [T, Hkv, D]   (token-major heads)
 //     -> optional per-head RMSNorm of q and k -> RoPE on q and k
+//     -> optional rotation of each q and k head by a Walsh-Hadamard matrix (rotate_qk)
 //     -> K/V into the cache dtype  (fp8 cache: quantize_kv with the layer's scales;
 //                                   otherwise unchanged, scales unset)
 //     -> AttentionBackend (ragged paged attention; writes new K/V into the cache)
@@ -53,6 +54,12 @@ struct AttentionConfig {
   // donor's LayerKvCache) and never writes it (update_kv_cache=false).
   std::optional<int> kv_share_donor;
   DType activation_dtype = DType::kFloat32;  // hidden/output/queries: float32 or bfloat16
+  // Rotate every q and k head by the normalized Walsh-Hadamard matrix after RoPE (needs a
+  // power-of-two head_dim). Logits are unchanged in exact arithmetic ((Hq)·(Hk) = q·k); it
+  // spreads K's outlier channels so an fp8 cache rounds them less harmfully
+  // (src/layers/hadamard.h). Applies to any cache dtype; the cache then holds rotated keys,
+  // so a cache must be read with the rotation it was written with. Default off.
+  bool rotate_qk = false;
   WeightFormat weight_format = WeightFormat::kFloat32;  // how Wq/Wk/Wv/Wo are stored
 };
 
@@ -96,7 +103,7 @@ class Attention {
 
   // The stages ForwardServe is made of, public so a caller (or a test) can assemble the
   // same path around them.
-  // Projections, norm and RoPE of `hidden` [T, d_model].
+  // Projections, norm, RoPE and (rotate_qk) the q/k rotation of `hidden` [T, d_model].
   QkvProjections ProjectQkv(const TensorView& hidden, std::span<const int32_t> positions);
   // Options for this layer's kernel call, with K/V scales unset (ForwardServe sets them
   // for an fp8 cache).

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "kernels/quantize_kv.h"
+#include "layers/hadamard.h"
 #include "numerics/convert.h"
 #include "util/error.h"
 
@@ -19,8 +20,14 @@ void FakeQuantizeSpan(DType dtype, const void* x, DType fp8, float scale, size_t
 }
 
 FakeQuantBackend::FakeQuantBackend(AttentionBackend& inner, DType fp8, std::vector<bool> layers,
-                                   bool keys, bool values, const KvCacheConfig& scales)
-    : inner_(inner), fp8_(fp8), layers_(std::move(layers)), keys_(keys), values_(values) {
+                                   bool keys, bool values, const KvCacheConfig& scales,
+                                   bool rotate_qk)
+    : inner_(inner),
+      fp8_(fp8),
+      layers_(std::move(layers)),
+      keys_(keys),
+      values_(values),
+      rotate_qk_(rotate_qk) {
   if (!IsFp8(fp8)) {
     throw InvalidArgument(
         Concat("FakeQuantBackend emulates an fp8 cache; got ", DTypeName(fp8), "."));
@@ -33,14 +40,32 @@ FakeQuantBackend::FakeQuantBackend(AttentionBackend& inner, DType fp8, std::vect
   for (int l = 0; l < scales.num_layers(); ++l) scales_.push_back(scales.scales(l));
 }
 
-void FakeQuantBackend::Prepare(const TensorView& keys, const TensorView& values,
-                               const AttentionOptions& options, TensorView& keys_out,
+void FakeQuantBackend::Rotate(const TensorView& in, bool quantize, float scale,
+                              std::vector<uint8_t>& scratch, TensorView& out) {
+  const int64_t n = in.numel(), d = in.shape[in.rank - 1];
+  if (rot_.size() < static_cast<size_t>(n)) rot_.resize(n);
+  Convert(in.dtype, in.data, DType::kFloat32, rot_.data(), n);  // exact
+  HadamardRotateRows(rot_.data(), n / d, d);                    // checks d
+  if (quantize) {  // in place: QuantizeSpan reads all of rot_ before it is rewritten
+    FakeQuantizeSpan(DType::kFloat32, rot_.data(), fp8_, scale, static_cast<size_t>(n), rot_.data(),
+                     codes_, decoded_);
+  }
+  if (scratch.size() < in.byte_size()) scratch.resize(in.byte_size());
+  Convert(DType::kFloat32, rot_.data(), in.dtype, scratch.data(), n);
+  out.data = scratch.data();
+}
+
+void FakeQuantBackend::Prepare(const TensorView& queries, const TensorView& keys,
+                               const TensorView& values, const AttentionOptions& options,
+                               TensorView& queries_out, TensorView& keys_out,
                                TensorView& values_out) {
   const int64_t layer = calls_ % static_cast<int64_t>(layers_.size());
   ++calls_;
+  queries_out = queries;
   keys_out = keys;
   values_out = values;
-  if (!layers_[layer] || (!keys_ && !values_)) return;
+  const bool emulate = layers_[layer] && (keys_ || values_);
+  if (!emulate && !rotate_qk_) return;
   if (keys.dtype != DType::kFloat32 && keys.dtype != DType::kBFloat16) {
     throw InvalidArgument(
         Concat("FakeQuantBackend needs an f32 or bf16 cache (K/V not yet "
@@ -57,33 +82,46 @@ void FakeQuantBackend::Prepare(const TensorView& keys, const TensorView& values,
                DTypeName(keys.dtype), " and ", DTypeName(values.dtype), "."));
   }
   const KvScales& s = scales_[layer];
-  auto emulate = [&](const TensorView& in, std::vector<uint8_t>& scratch, float scale,
-                     TensorView& out) {
-    if (scratch.size() < in.byte_size()) scratch.resize(in.byte_size());
-    FakeQuantizeSpan(in.dtype, in.data, fp8_, scale, static_cast<size_t>(in.numel()),
-                     scratch.data(), codes_, decoded_);
-    out.data = scratch.data();
-  };
-  if (keys_) emulate(keys, k_scratch_, s.k_scale, keys_out);
-  if (values_) emulate(values, v_scratch_, s.v_scale, values_out);
+  if (rotate_qk_) {
+    if (!queries.is_contiguous() ||
+        (queries.dtype != DType::kFloat32 && queries.dtype != DType::kBFloat16)) {
+      throw InvalidArgument(
+          Concat("FakeQuantBackend rotate_qk: queries must be contiguous f32 or "
+                 "bf16; got ",
+                 DTypeName(queries.dtype), "."));
+    }
+    Rotate(queries, false, 1.0f, q_scratch_, queries_out);
+    Rotate(keys, emulate && keys_, s.k_scale, k_scratch_, keys_out);
+  } else if (emulate && keys_) {
+    if (k_scratch_.size() < keys.byte_size()) k_scratch_.resize(keys.byte_size());
+    FakeQuantizeSpan(keys.dtype, keys.data, fp8_, s.k_scale, static_cast<size_t>(keys.numel()),
+                     k_scratch_.data(), codes_, decoded_);
+    keys_out.data = k_scratch_.data();
+  }
+  if (emulate && values_) {
+    if (v_scratch_.size() < values.byte_size()) v_scratch_.resize(values.byte_size());
+    FakeQuantizeSpan(values.dtype, values.data, fp8_, s.v_scale,
+                     static_cast<size_t>(values.numel()), v_scratch_.data(), codes_, decoded_);
+    values_out.data = v_scratch_.data();
+  }
 }
 
 void FakeQuantBackend::Run(const TensorView& queries, const TensorView& keys,
                            const TensorView& values, const TensorView& kv_cache,
                            const AttentionMetadata& metadata, const AttentionOptions& options,
                            const TensorView& output) {
-  TensorView k, v;
-  Prepare(keys, values, options, k, v);
-  inner_.Run(queries, k, v, kv_cache, metadata, options, output);
+  TensorView q, k, v;
+  Prepare(queries, keys, values, options, q, k, v);
+  inner_.Run(q, k, v, kv_cache, metadata, options, output);
 }
 
 void FakeQuantBackend::RunWithPlans(AttentionPlanCache* plans, const TensorView& queries,
                                     const TensorView& keys, const TensorView& values,
                                     const TensorView& kv_cache, const AttentionMetadata& metadata,
                                     const AttentionOptions& options, const TensorView& output) {
-  TensorView k, v;
-  Prepare(keys, values, options, k, v);
-  inner_.RunWithPlans(plans, queries, k, v, kv_cache, metadata, options, output);
+  TensorView q, k, v;
+  Prepare(queries, keys, values, options, q, k, v);
+  inner_.RunWithPlans(plans, q, k, v, kv_cache, metadata, options, output);
 }
 
 }  // namespace rpa

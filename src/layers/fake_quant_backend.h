@@ -30,6 +30,14 @@
 //   is decided by the donor's selection; selecting a shared layer changes nothing.
 //
 // Layer attribution as KvAmaxBackend: the n-th call belongs to layer n % num_layers.
+//
+// rotate_qk (an experiment, src/layers/hadamard.h): on *every* layer, selected or not, each
+// query and key head is rotated by the normalized Walsh-Hadamard matrix before K is
+// emulated, as the serving path's AttentionConfig::rotate_qk does after RoPE. Logits are
+// unchanged in exact arithmetic; what changes is which values fp8 rounds. The rotation
+// works in f32 from the K the layer dispatched (already in the cache dtype): over a bf16
+// cache the rotated K is rounded to bf16 once more, so a rotation-only run (no layer
+// selected) measures that extra rounding. V is not rotated.
 #pragma once
 
 #include <cstdint>
@@ -45,13 +53,15 @@ class FakeQuantBackend final : public AttentionBackend {
  public:
   // fp8: the emulated cache dtype. layers: [num_layers], true = emulate on that layer.
   // keys / values: which of K and V to emulate. scales: the per-layer k/v scales (its
-  // dtype is ignored; only scales(l) is read, copied at construction). `inner` must outlive
-  // this. Throws InvalidArgument unless IsFp8(fp8) and layers.size() == scales.num_layers() > 0.
+  // dtype is ignored; only scales(l) is read, copied at construction). rotate_qk: see
+  // above. `inner` must outlive this. Throws InvalidArgument unless IsFp8(fp8) and
+  // layers.size() == scales.num_layers() > 0.
   FakeQuantBackend(AttentionBackend& inner, DType fp8, std::vector<bool> layers, bool keys,
-                   bool values, const KvCacheConfig& scales);
+                   bool values, const KvCacheConfig& scales, bool rotate_qk = false);
 
   // Each call: keys/values [T, Hkv, D] contiguous f32 or bf16 (the cache dtype; throws
-  // InvalidArgument for an fp8 cache, which is already quantized, or when scales are set).
+  // InvalidArgument for an fp8 cache, which is already quantized, or when scales are set);
+  // with rotate_qk, queries [T, Hq, D] contiguous f32 or bf16 and D a power of two.
   void Run(const TensorView& queries, const TensorView& keys, const TensorView& values,
            const TensorView& kv_cache, const AttentionMetadata& metadata,
            const AttentionOptions& options, const TensorView& output) override;
@@ -65,19 +75,26 @@ class FakeQuantBackend final : public AttentionBackend {
   int64_t calls() const { return calls_; }
 
  private:
-  // The views to forward: the inputs, or scratch holding their emulation.
-  void Prepare(const TensorView& keys, const TensorView& values, const AttentionOptions& options,
-               TensorView& keys_out, TensorView& values_out);
+  // The views to forward: the inputs, or scratch holding their rotation / emulation.
+  void Prepare(const TensorView& queries, const TensorView& keys, const TensorView& values,
+               const AttentionOptions& options, TensorView& queries_out, TensorView& keys_out,
+               TensorView& values_out);
+  // in [T, H, D] -> f32 rot_ rotated per head; fake-quantized with `scale` iff quantize;
+  // then in in.dtype into `scratch`, which `out` points to.
+  void Rotate(const TensorView& in, bool quantize, float scale, std::vector<uint8_t>& scratch,
+              TensorView& out);
 
   AttentionBackend& inner_;
   DType fp8_;
   std::vector<bool> layers_;
-  bool keys_, values_;
+  bool keys_, values_, rotate_qk_;
   std::vector<KvScales> scales_;  // [num_layers]
   int64_t calls_ = 0;
   std::vector<uint8_t> codes_;                  // [T*Hkv*D] fp8
   std::vector<float> decoded_;                  // [T*Hkv*D] f32
   std::vector<uint8_t> k_scratch_, v_scratch_;  // [T, Hkv, D] cache dtype
+  std::vector<uint8_t> q_scratch_;              // [T, Hq, D] query dtype (rotate_qk)
+  std::vector<float> rot_;                      // [T, H, D] f32 (rotate_qk)
 };
 
 // x' = Decode(Encode(x / scale)) * scale, elementwise, x and out in `dtype` (f32 or bf16),

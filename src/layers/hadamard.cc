@@ -10,9 +10,10 @@ bool IsPowerOfTwo(int64_t d) { return d > 0 && (d & (d - 1)) == 0; }
 
 void HadamardRotateRows(float* x, int64_t rows, int64_t d) {
   if (rows < 0 || !IsPowerOfTwo(d)) {
-    throw InvalidArgument(Concat("HadamardRotateRows needs rows >= 0 and a power-of-two row "
-                                 "length; got rows=",
-                                 rows, ", d=", d, "."));
+    throw InvalidArgument(
+        Concat("HadamardRotateRows needs rows >= 0 and a power-of-two row "
+               "length; got rows=",
+               rows, ", d=", d, "."));
   }
   const float norm = 1.0f / std::sqrt(static_cast<float>(d));
   for (int64_t r = 0; r < rows; ++r) {

@@ -38,6 +38,7 @@ AttentionConfig AttentionConfigOf(const DecoderConfig& c, int32_t layer) {
   a.sm_scale = c.sm_scale;
   a.weight_format = c.weight_format;
   a.activation_dtype = DType::kFloat32;
+  a.rotate_qk = c.rotate_qk;
   return a;
 }
 

@@ -52,6 +52,9 @@ struct DecoderConfig {
   // How every matrix (projections, MLP, embedding / LM head) is stored; see
   // kernels/packed_weights.h.
   WeightFormat weight_format = WeightFormat::kFloat32;
+  // Every layer's AttentionConfig::rotate_qk: Walsh-Hadamard rotation of q/k heads after
+  // RoPE, to lower the fp8 KV cache's error (needs a power-of-two head_dim). Default off.
+  bool rotate_qk = false;
 
   bool IsLocal(int32_t layer) const {
     return local_layer_period > 0 && layer % local_layer_period != local_layer_period - 1;

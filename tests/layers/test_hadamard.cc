@@ -1,8 +1,6 @@
 // HadamardRotateRows against an explicit matrix built here from its closed form, plus the
 // properties the attention rotation relies on: orthogonality (dot products and norms are
 // preserved) and involution (rotating twice is the identity).
-#include "layers/hadamard.h"
-
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "layers/hadamard.h"
 #include "util/error.h"
 
 namespace rpa {
@@ -76,8 +75,8 @@ TEST(Hadamard, PreservesDotProductsAndIsAnInvolution) {
     // (Cauchy-Schwarz), so the dot of the rotated rows is off by at most
     // 2·(log2 d + 3)·u·sqrt(d)·|a|₂|b|₂ (sum over d elements of |Ha_j|·err(Hb_j) + ..., with
     // Σ_j|Ha_j| <= sqrt(d)·|a|₂).
-    const double bound = 2 * (Log2(d) + 3) * kU * std::sqrt(static_cast<double>(d)) *
-                         std::sqrt(na) * std::sqrt(nb);
+    const double bound =
+        2 * (Log2(d) + 3) * kU * std::sqrt(static_cast<double>(d)) * std::sqrt(na) * std::sqrt(nb);
     EXPECT_NEAR(hdot, dot, bound) << "row " << r;
     EXPECT_GT(std::fabs(dot), 100 * bound);  // the check is not vacuous
   }
