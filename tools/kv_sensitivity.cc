@@ -91,9 +91,9 @@ struct Variant {
   std::string name;
   int32_t layer = -1;  // -1: every layer
   bool keys = true, values = true;
-  bool real = false;          // the real fp8 cache instead of the emulation
-  std::vector<int32_t> kept;  // layer = -1: these stay in the base dtype
-  bool none = false;          // no layer emulated (rotation only)
+  bool real = false;               // the real fp8 cache instead of the emulation
+  std::vector<int32_t> kept = {};  // layer = -1: these stay in the base dtype
+  bool none = false;               // no layer emulated (rotation only)
 };
 
 // "3,17,5" -> {3, 17, 5}; each in [0, layers), no repeats.
@@ -294,11 +294,13 @@ int RunKvSensitivity(Args args) {
   }
 
   std::vector<Variant> variants = {
-      {"all:K", -1, true, false}, {"all:V", -1, false, true}, {"all:KV", -1, true, true}};
+      {.name = "all:K", .values = false},
+      {.name = "all:V", .keys = false},
+      {.name = "all:KV"}};
   if (rotate) {
-    variants.push_back({"rotation-only", -1, false, false, false, {}, true});
+    variants.push_back({.name = "rotation-only", .keys = false, .values = false, .none = true});
   } else {
-    variants.push_back({"fp8-cache", -1, true, true, true});
+    variants.push_back({.name = "fp8-cache", .real = true});
   }
   if (!keep_layers.empty()) {
     const std::vector<int32_t> keep = ParseLayerList(keep_layers, layers);
@@ -306,18 +308,18 @@ int RunKvSensitivity(Args args) {
     for (size_t n = 1; n < keep.size(); n *= 2) counts.push_back(n);
     counts.push_back(keep.size());
     for (size_t n : counts) {
-      variants.push_back({Concat("all:KV-keep:", n), -1, true, true, false,
-                          std::vector<int32_t>(keep.begin(), keep.begin() + n)});
+      variants.push_back({.name = Concat("all:KV-keep:", n),
+                          .kept = std::vector<int32_t>(keep.begin(), keep.begin() + n)});
     }
   }
   if (per_layer) {
     for (int32_t l = 0; l < layers; ++l) {
       // A KV-shared layer reads its donor's cache: emulating it alone changes nothing.
       if (l < static_cast<int32_t>(info.kv_donor.size()) && info.kv_donor[l] >= 0) continue;
-      variants.push_back({Concat("layer:", l), l, true, true});
+      variants.push_back({.name = Concat("layer:", l), .layer = l});
       if (split) {
-        variants.push_back({Concat("layer:", l, ":K"), l, true, false});
-        variants.push_back({Concat("layer:", l, ":V"), l, false, true});
+        variants.push_back({.name = Concat("layer:", l, ":K"), .layer = l, .values = false});
+        variants.push_back({.name = Concat("layer:", l, ":V"), .layer = l, .keys = false});
       }
     }
   }
