@@ -77,13 +77,7 @@ ModelSession LoadModelSession(const std::string& path, bool quiet, WeightFormat 
     }
   };
   const GgufFile file = GgufFile::Open(path);
-  // LoadModel's steps, with the config adjusted before the decoder is built.
-  DecoderConfig config = ReadDecoderConfig(file, weights);
-  config.rotate_qk = rotate_qk;
-  s.model.architecture = std::string(file.GetString("general.architecture"));
-  s.model.name = std::string(file.FindString("general.name").value_or(""));
-  s.model.decoder =
-      std::make_unique<Decoder>(config, ReadDecoderWeights(file, config, progress));
+  s.model = LoadModel(file, progress, weights, rotate_qk);
   s.tokenizer = Tokenizer::FromGguf(file);
   if (!quiet) {
     std::fprintf(stderr, "%sloaded %s (%s, %s, %s weights) in %.2f s\n",

@@ -277,9 +277,14 @@ DecoderWeights ReadDecoderWeights(const GgufFile& file, const DecoderConfig& c,
 
 LoadedModel LoadModel(const std::string& path, const LoadProgress& progress,
                       WeightFormat weights) {
-  const GgufFile file = GgufFile::Open(path);
+  return LoadModel(GgufFile::Open(path), progress, weights, /*rotate_qk=*/false);
+}
+
+LoadedModel LoadModel(const GgufFile& file, const LoadProgress& progress, WeightFormat weights,
+                      bool rotate_qk) {
   LoadedModel m;
-  const DecoderConfig config = ReadDecoderConfig(file, weights);
+  DecoderConfig config = ReadDecoderConfig(file, weights);
+  config.rotate_qk = rotate_qk;
   m.architecture = std::string(file.GetString("general.architecture"));
   m.name = std::string(file.FindString("general.name").value_or(""));
   m.decoder = std::make_unique<Decoder>(config, ReadDecoderWeights(file, config, progress));

@@ -63,5 +63,9 @@ DecoderWeights ReadDecoderWeights(const GgufFile& file, const DecoderConfig& con
 // ModelFormatError when it is not a model rpa can run.
 LoadedModel LoadModel(const std::string& path, const LoadProgress& progress = nullptr,
                       WeightFormat weights = kDefaultWeightFormat);
+// The same from an open file (whose tokenizer the caller may also read); rotate_qk sets
+// DecoderConfig::rotate_qk. Throws ModelFormatError as above.
+LoadedModel LoadModel(const GgufFile& file, const LoadProgress& progress, WeightFormat weights,
+                      bool rotate_qk);
 
 }  // namespace rpa
