@@ -51,8 +51,9 @@
 namespace rpa {
 namespace attention_detail {
 
-constexpr int kTile = 16;       // KV tokens per tile: one f32 logit vector on AVX-512
+constexpr int kTile = 64;       // KV tokens per tile
 constexpr int kDirectMaxM = 8;  // above this many queries, tiles are decoded to f32 once
+constexpr int kMaxLanes = 64;   // f32 lanes of the widest vector any Highway target has (2048 bits)
 
 // Per-worker scratch, sized for the plan's largest item.
 struct Scratch {
@@ -66,15 +67,32 @@ struct Scratch {
   float* mx;     // [M] running max
   float* sum;    // [M] running denominator
   float* alpha;  // [M] rescale factor of the current tile
-  float* kf;     // [kTile, D] decoded K tile (large M only)
+  float* kf;     // [kTile, D] decoded K tile (wide items only)
   float* vf;     // [kTile, D] decoded V tile
+  // Wide items (more than kDirectMaxM queries per KV head) keep queries in SIMD lanes: each
+  // head's Mh queries are padded to Mp (a multiple of the widest vector) columns.
+  float* qt;     // [H, D, Mp] transposed queries
+  float* st;     // [kTile, Mp] logits of one head, token-major, then softmax weights
+  float* wmx;    // [H, Mp] running max
+  float* wsum;   // [H, Mp] running denominator
+  float* walpha;  // [Mp]
+  int32_t* wlo;  // [Mp] visible range per query column (empty for padding columns)
+  int32_t* whi;
+
+  // Columns of all heads' padded query blocks: H <= M / (kDirectMaxM + 1) heads of a wide
+  // item, each padded by at most kMaxLanes - 1 columns.
+  static int64_t WideColumns(int64_t max_m) {
+    return max_m + (kMaxLanes - 1) * (max_m / (kDirectMaxM + 1) + 1);
+  }
 
   void Prepare(int64_t max_m, int64_t d) {
     // Each region is rounded up to 16 floats so every one starts 64-byte aligned.
     auto up = [](int64_t n) { return (n + 15) / 16 * 16; };
     const int64_t md = up(max_m * d), ms = up(max_m * kTile), m1 = up(max_m),
-                  td = up(kTile * d);
-    buf.Reserve(static_cast<size_t>(2 * md + ms + 3 * m1 + 2 * td));
+                  td = up(kTile * d), wc = up(WideColumns(max_m)),
+                  mp = (max_m + kMaxLanes - 1) / kMaxLanes * kMaxLanes;
+    buf.Reserve(static_cast<size_t>(2 * md + ms + 3 * m1 + 2 * td + wc * d + kTile * mp +
+                                    2 * wc + mp));
     float* p = buf.data();
     q = p, p += md;
     acc = p, p += md;
@@ -83,10 +101,17 @@ struct Scratch {
     sum = p, p += m1;
     alpha = p, p += m1;
     kf = p, p += td;
-    vf = p;
-    range.Reserve(static_cast<size_t>(2 * max_m));
+    vf = p, p += td;
+    qt = p, p += wc * d;
+    st = p, p += kTile * mp;
+    wmx = p, p += wc;
+    wsum = p, p += wc;
+    walpha = p;
+    range.Reserve(static_cast<size_t>(2 * max_m + 2 * mp));
     lo = range.data();
     hi = lo + max_m;
+    wlo = hi + max_m;
+    whi = wlo + mp;
   }
 };
 
@@ -359,9 +384,11 @@ HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t
 }
 
 // acc[j, d : d + kGroupVecs*N) += sum_t P[j, t] V_t[same] for kQ queries, one group.
+// P[j, t] = p[j * pj + t * pt]: query-major (direct items) or token-major (wide items).
 template <KvKind kKind, int kQ>
-HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, const uint8_t* const* rows, int n,
-                        float* HWY_RESTRICT acc, size_t D, size_t d) {
+HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt,
+                        const uint8_t* const* rows, int n, float* HWY_RESTRICT acc, size_t D,
+                        size_t d) {
   const size_t N = hn::Lanes(df);
   hn::Vec<DF> a[kQ][kGroupVecs];
   for (int j = 0; j < kQ; ++j)
@@ -370,7 +397,7 @@ HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, const uint8_t* const
     hn::Vec<DF> x[kGroupVecs];
     DecodeGroup<kKind>(df, rows[t], d, x);
     for (int j = 0; j < kQ; ++j) {
-      const auto w = hn::Set(df, p[j * kTile + t]);
+      const auto w = hn::Set(df, p[j * pj + t * pt]);
       for (int v = 0; v < kGroupVecs; ++v) a[j][v] = hn::MulAdd(w, x[v], a[j][v]);
     }
   }
@@ -379,37 +406,39 @@ HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, const uint8_t* const
 }
 
 template <KvKind kKind, int kQ>
-HWY_INLINE void PvRows(DF df, const float* p, const uint8_t* const* rows, int n, float* acc,
-                       size_t D) {
+HWY_INLINE void PvRows(DF df, const float* p, size_t pj, size_t pt, const uint8_t* const* rows,
+                       int n, float* acc, size_t D) {
   const size_t N = hn::Lanes(df);
   size_t d = 0;
-  for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) PvGroup<kKind, kQ>(df, p, rows, n, acc, D, d);
+  for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) {
+    PvGroup<kKind, kQ>(df, p, pj, pt, rows, n, acc, D, d);
+  }
   for (; d + N <= D; d += N) {
     hn::Vec<DF> a[kQ];
     for (int j = 0; j < kQ; ++j) a[j] = hn::LoadU(df, acc + j * D + d);
     for (int t = 0; t < n; ++t) {
       const auto x = LoadKv<kKind>(df, rows[t], d);
-      for (int j = 0; j < kQ; ++j) a[j] = hn::MulAdd(hn::Set(df, p[j * kTile + t]), x, a[j]);
+      for (int j = 0; j < kQ; ++j) a[j] = hn::MulAdd(hn::Set(df, p[j * pj + t * pt]), x, a[j]);
     }
     for (int j = 0; j < kQ; ++j) hn::StoreU(a[j], df, acc + j * D + d);
   }
   for (; d < D; ++d) {
     for (int t = 0; t < n; ++t) {
       const float x = LoadKvScalar<kKind>(rows[t], d);
-      for (int j = 0; j < kQ; ++j) acc[j * D + d] += p[j * kTile + t] * x;
+      for (int j = 0; j < kQ; ++j) acc[j * D + d] += p[j * pj + t * pt] * x;
     }
   }
 }
 
 template <KvKind kKind>
-HWY_INLINE void PvTile(DF df, const float* p, int64_t M, const uint8_t* const* rows, int n,
-                       float* acc, size_t D) {
+HWY_INLINE void PvTile(DF df, const float* p, size_t pj, size_t pt, int64_t M,
+                       const uint8_t* const* rows, int n, float* acc, size_t D) {
   int64_t m = 0;
-  for (; m + 4 <= M; m += 4) PvRows<kKind, 4>(df, p + m * kTile, rows, n, acc + m * D, D);
+  for (; m + 4 <= M; m += 4) PvRows<kKind, 4>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D);
   switch (M - m) {
-    case 3: PvRows<kKind, 3>(df, p + m * kTile, rows, n, acc + m * D, D); break;
-    case 2: PvRows<kKind, 2>(df, p + m * kTile, rows, n, acc + m * D, D); break;
-    case 1: PvRows<kKind, 1>(df, p + m * kTile, rows, n, acc + m * D, D); break;
+    case 3: PvRows<kKind, 3>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D); break;
+    case 2: PvRows<kKind, 2>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D); break;
+    case 1: PvRows<kKind, 1>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D); break;
     default: break;
   }
 }
@@ -490,6 +519,100 @@ HWY_INLINE void ScaleRows(DF df, int64_t M, size_t D, const float* alpha, float*
     size_t d = 0;
     for (; d + N <= D; d += N) hn::StoreU(hn::Mul(hn::LoadU(df, row + d), a), df, row + d);
     for (; d < D; ++d) row[d] *= alpha[m];
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Wide items: queries in SIMD lanes. With more than kDirectMaxM queries per KV head (prefill
+// row tiles, large G) each K/V tile is decoded to f32 once and the logits are computed
+// token-major, S^T[t, :] = sum_d K[t, d] * Q^T[d, :]: a broadcast K element times a vector of
+// queries, so no dot product needs a horizontal reduction (the direct path pays one per
+// query and token). The softmax then runs down the token rows one vector of queries at a
+// time, and P.V broadcasts P^T[t, j] exactly as the direct path broadcasts P[j, t].
+
+// Tokens per register block: kWideT x 2 accumulators plus the query vectors must fit the
+// register file (32 vectors on AVX-512 and NEON/SVE, 16 on SSE/AVX2).
+static_assert(HWY_MAX_BYTES / sizeof(float) <= attention_detail::kMaxLanes);
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kWideT = 4;
+#else
+constexpr int kWideT = 8;
+#endif
+
+// st[t, 0 : kV*N) = sum_d kf[t, d] * qt[d, 0 : kV*N) for kWideT tokens.
+template <int kV>
+HWY_INLINE void WideQkBlock(DF df, const float* HWY_RESTRICT kf, size_t D,
+                            const float* HWY_RESTRICT qt, size_t Mp, float* HWY_RESTRICT st) {
+  const size_t N = hn::Lanes(df);
+  hn::Vec<DF> acc[kWideT][kV];
+  for (int t = 0; t < kWideT; ++t)
+    for (int v = 0; v < kV; ++v) acc[t][v] = hn::Zero(df);
+  for (size_t d = 0; d < D; ++d) {
+    hn::Vec<DF> qv[kV];
+    for (int v = 0; v < kV; ++v) qv[v] = hn::Load(df, qt + d * Mp + v * N);
+    for (int t = 0; t < kWideT; ++t) {
+      const auto k = hn::Set(df, kf[t * D + d]);
+      for (int v = 0; v < kV; ++v) acc[t][v] = hn::MulAdd(k, qv[v], acc[t][v]);
+    }
+  }
+  for (int t = 0; t < kWideT; ++t)
+    for (int v = 0; v < kV; ++v) hn::Store(acc[t][v], df, st + t * Mp + v * N);
+}
+
+// Logits of tokens [0, n) of the decoded tile against one head's Mp query columns. Rows up to
+// the next multiple of kWideT are computed too (kf holds zeros there) and never read.
+HWY_INLINE void WideQkTile(DF df, const float* kf, size_t D, const float* qt, size_t Mp, int n,
+                           float* st) {
+  const size_t N = hn::Lanes(df);
+  for (int t = 0; t < n; t += kWideT) {
+    size_t c = 0;
+    for (; c + 2 * N <= Mp; c += 2 * N) {
+      WideQkBlock<2>(df, kf + t * D, D, qt + c, Mp, st + t * Mp + c);
+    }
+    if (c < Mp) WideQkBlock<1>(df, kf + t * D, D, qt + c, Mp, st + t * Mp + c);
+  }
+}
+
+// The online softmax of SoftmaxTile, vectorized over query columns: st[t, c] for t < n is
+// masked to each column's visible range [lo[c], hi[c]), the running max / sum of every column
+// updated, and the weights left in st; alpha[c] rescales the accumulator row of column c.
+// A column that has seen nothing yet keeps max -inf and takes 0 as its exponent reference,
+// so exp never sees inf - inf.
+HWY_INLINE void WideSoftmax(DF df, size_t Mp, int32_t t0, int n, const int32_t* lo,
+                            const int32_t* hi, bool has_cap, float cap, float* st, float* mx,
+                            float* sum, float* alpha) {
+  const size_t N = hn::Lanes(df);
+  const hn::RebindToSigned<DF> di;
+  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  const auto one = hn::Set(df, 1.0f);
+  for (size_t c = 0; c < Mp; c += N) {
+    const auto lo_m1 = hn::Sub(hn::LoadU(di, lo + c), hn::Set(di, 1));
+    const auto vhi = hn::LoadU(di, hi + c);
+    const auto old = hn::Load(df, mx + c);
+    auto vmax = old;
+    for (int t = 0; t < n; ++t) {
+      auto x = hn::Load(df, st + t * Mp + c);
+      if (has_cap) {
+        const auto cv = hn::Set(df, cap);
+        x = hn::Mul(cv, hn::Tanh(df, hn::Div(x, cv)));
+      }
+      const auto pos = hn::Set(di, t0 + t);
+      const auto vis = hn::And(hn::Lt(lo_m1, pos), hn::Lt(pos, vhi));
+      x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
+      hn::Store(x, df, st + t * Mp + c);
+      vmax = hn::Max(vmax, x);
+    }
+    const auto ref = hn::IfThenZeroElse(hn::Eq(vmax, neg_inf), vmax);
+    const auto a = hn::IfThenElse(hn::Eq(old, vmax), one, hn::Exp(df, hn::Sub(old, ref)));
+    auto vsum = hn::Zero(df);
+    for (int t = 0; t < n; ++t) {
+      const auto p = hn::Exp(df, hn::Sub(hn::Load(df, st + t * Mp + c), ref));
+      hn::Store(p, df, st + t * Mp + c);
+      vsum = hn::Add(vsum, p);
+    }
+    hn::Store(hn::MulAdd(hn::Load(df, sum + c), a, vsum), df, sum + c);
+    hn::Store(vmax, df, mx + c);
+    hn::Store(a, df, alpha + c);
   }
 }
 
@@ -641,19 +764,35 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
       }
     }
   };
-  const bool decode_tiles = Mh > kDirectMaxM;
+  const bool wide = Mh > kDirectMaxM;
   const uint8_t* slot_buf[2][kTile];  // this tile's and the next tile's slots
   const uint8_t* krows[kTile];
   const uint8_t* vrows[kTile];
-  const uint8_t* kf_rows[kTile];
   const uint8_t* vf_rows[kTile];
-  for (int t = 0; t < kTile; ++t) {
-    kf_rows[t] = reinterpret_cast<const uint8_t*>(sc.kf + t * D);
-    vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
-  }
+  for (int t = 0; t < kTile; ++t) vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
   const size_t ud = static_cast<size_t>(D);
 
-  // Tiles sit on a grid of kTile absolute positions, so with page_size 16 a tile is a page.
+  // Wide items: each head's queries transposed into Mp columns (zero padding, empty ranges).
+  const size_t N = hn::Lanes(df);
+  const size_t Mp = (static_cast<size_t>(Mh) + N - 1) / N * N;
+  if (wide) {
+    for (int64_t hh = 0; hh < H; ++hh) {
+      float* qt = sc.qt + hh * D * Mp;
+      for (int64_t d = 0; d < D; ++d) {
+        for (int64_t mh = 0; mh < Mh; ++mh) qt[d * Mp + mh] = sc.q[(hh * Mh + mh) * D + d];
+        for (size_t c = Mh; c < Mp; ++c) qt[d * Mp + c] = 0.0f;
+      }
+    }
+    for (size_t c = 0; c < Mp; ++c) {
+      const bool real = c < static_cast<size_t>(Mh);
+      sc.wlo[c] = real ? lo[c] : 0;
+      sc.whi[c] = real ? hi[c] : 0;
+    }
+    std::fill(sc.wmx, sc.wmx + H * Mp, -std::numeric_limits<float>::infinity());
+    std::fill(sc.wsum, sc.wsum + H * Mp, 0.0f);
+  }
+
+  // Tiles sit on a grid of kTile absolute positions.
   // Positions of the first tile before kv_lo are valid (< kv_len) and masked for every query.
   const int32_t first = kv_lo / kTile * kTile;
   if (first < kv_hi) fill_slots(first, std::min<int32_t>(kTile, kv_hi - first), slot_buf[0]);
@@ -674,24 +813,31 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         krows[t] = slots[t] + hh * head_bytes;
         vrows[t] = krows[t] + D * es;
       }
-      float* q = sc.q + hh * Mh * D;
       float* acc = sc.acc + hh * Mh * D;
-      float* mx = sc.mx + hh * Mh;
-      float* sum = sc.sum + hh * Mh;
-      if (decode_tiles) {
+      if (wide) {
         DecodeTile<kKind>(df, krows, n, ud, sc.kf);
-        QkTile<KvKind::kF32>(df, q, Mh, ud, kf_rows, n, sc.s);
-      } else {
-        QkTile<kKind>(df, q, Mh, ud, krows, n, sc.s);
-      }
-      SoftmaxTile(df, Mh, t0, n, lo, hi, a.has_soft_cap, a.soft_cap, sc.s, mx, sum, sc.alpha);
-      ScaleRows(df, Mh, ud, sc.alpha, acc);
-      if (decode_tiles) {
+        const int n_up = (n + kWideT - 1) / kWideT * kWideT;
+        std::fill(sc.kf + n * D, sc.kf + n_up * D, 0.0f);  // rows WideQkTile computes unused
+        WideQkTile(df, sc.kf, ud, sc.qt + hh * D * Mp, Mp, n, sc.st);
+        WideSoftmax(df, Mp, t0, n, sc.wlo, sc.whi, a.has_soft_cap, a.soft_cap, sc.st,
+                    sc.wmx + hh * Mp, sc.wsum + hh * Mp, sc.walpha);
+        ScaleRows(df, Mh, ud, sc.walpha, acc);
         DecodeTile<kKind>(df, vrows, n, ud, sc.vf);
-        PvTile<KvKind::kF32>(df, sc.s, Mh, vf_rows, n, acc, ud);
+        PvTile<KvKind::kF32>(df, sc.st, 1, Mp, Mh, vf_rows, n, acc, ud);
       } else {
-        PvTile<kKind>(df, sc.s, Mh, vrows, n, acc, ud);
+        float* mx = sc.mx + hh * Mh;
+        float* sum = sc.sum + hh * Mh;
+        QkTile<kKind>(df, sc.q + hh * Mh * D, Mh, ud, krows, n, sc.s);
+        SoftmaxTile(df, Mh, t0, n, lo, hi, a.has_soft_cap, a.soft_cap, sc.s, mx, sum, sc.alpha);
+        ScaleRows(df, Mh, ud, sc.alpha, acc);
+        PvTile<kKind>(df, sc.s, kTile, 1, Mh, vrows, n, acc, ud);
       }
+    }
+  }
+  if (wide) {  // back to the per-query state layout the finalization below reads
+    for (int64_t hh = 0; hh < H; ++hh) {
+      std::copy(sc.wmx + hh * Mp, sc.wmx + hh * Mp + Mh, sc.mx + hh * Mh);
+      std::copy(sc.wsum + hh * Mp, sc.wsum + hh * Mp + Mh, sc.sum + hh * Mh);
     }
   }
 
