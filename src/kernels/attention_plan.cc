@@ -14,7 +14,7 @@ namespace {
 // Queries per item (rows * G) aimed for: enough to amortize each decoded K/V tile over many
 // dot products in prefill, few enough that M x D f32 queries and accumulators
 // (2 * 32 * 256 * 4 B = 64 KiB at D = 256) stay in L2.
-constexpr int64_t kTargetQueries = 32;
+constexpr int64_t kTargetQueries = 64;
 // Work items per worker aimed for before KV ranges are split: slack for dynamic balancing.
 constexpr int64_t kItemsPerWorker = 4;
 // A KV chunk shorter than this costs more in merge traffic (M x D floats written, read back)
