@@ -1,24 +1,12 @@
 #include "layers/mlp.h"
 
-#include <cmath>
 #include <utility>
 
+#include "kernels/gated_activation.h"
 #include "kernels/matmul.h"
 #include "util/error.h"
 
 namespace rpa {
-namespace {
-
-float Silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-// gelu(x) ~= 0.5 x (1 + tanh( sqrt(2/pi) (x + 0.044715 x^3) )), the "tanh" approximation
-// Gemma was trained with.
-float GeluTanh(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-}
-
-}  // namespace
 
 GatedMlp::GatedMlp(const MlpConfig& config, const MlpWeights& weights) : config_(config) {
   if (config_.d_model <= 0 || config_.ffn_dim <= 0) {
@@ -40,17 +28,15 @@ GatedMlp::GatedMlp(const MlpConfig& config, const MlpWeights& weights) : config_
 void GatedMlp::Forward(const float* x, float* y, int64_t num_tokens) {
   const size_t t = static_cast<size_t>(num_tokens);
   const size_t f = static_cast<size_t>(config_.ffn_dim);
-  const size_t d = static_cast<size_t>(config_.d_model);
   if (gate_.size() < t * f) {
     gate_.resize(t * f);
     up_.resize(t * f);
   }
   MatMul(x, gate_w_, gate_.data(), t);
   MatMul(x, up_w_, up_.data(), t);
-  const bool silu = config_.activation == MlpActivation::kSilu;
-  for (size_t i = 0; i < t * f; ++i) {
-    gate_[i] = (silu ? Silu(gate_[i]) : GeluTanh(gate_[i])) * up_[i];
-  }
+  GatedActivation(config_.activation == MlpActivation::kSilu ? GateActivation::kSilu
+                                                              : GateActivation::kGeluTanh,
+                  gate_.data(), up_.data(), gate_.data(), t * f);
   MatMul(gate_.data(), down_w_, y, t);
 }
 
