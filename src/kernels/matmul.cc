@@ -125,33 +125,46 @@ void Panels(const float* HWY_RESTRICT x, const PackedWeights& w, float* HWY_REST
   // A partial last panel is computed into this [kRowBlock, 32] tile and its real columns
   // copied out, so no vector ever touches y past a row's end.
   HWY_ALIGN float edge[kRowBlock * kPanel];
+  // One (row block, K block, panel) step; y holds the previous K blocks' sum.
+  auto step = [&](size_t m0, size_t m1, size_t k0, size_t p) {
+    const size_t k1 = std::min(k, k0 + kDepthBlock);
+    const size_t cols = std::min(kPanel, n - p * kPanel);
+    float* out = y + m0 * n + p * kPanel;
+    size_t ld = n;
+    if (cols < kPanel) {
+      out = edge;
+      ld = kPanel;
+      for (size_t r = m0; r < m1; ++r) {
+        if (k0 > 0) std::memcpy(edge + (r - m0) * kPanel, y + r * n + p * kPanel, cols * 4);
+      }
+    }
+    for (size_t o = 0; o < 16; o += lanes) {
+      for (size_t r = m0; r < m1; r += kMaxRows) {
+        TileRows<kMaxRows, kFormat>(std::min(kMaxRows, m1 - r), x + r * k, k, w.panel(p), k0,
+                                    k1, o, out + (r - m0) * ld, ld, k0 > 0);
+      }
+    }
+    if (cols < kPanel) {
+      for (size_t r = m0; r < m1; ++r) {
+        std::memcpy(y + r * n + p * kPanel, edge + (r - m0) * kPanel, cols * 4);
+      }
+    }
+  };
+  // K blocks outside panels keep x's block in L1 while each panel chunk serves every row
+  // tile. When all of x fits in half of L1 anyway (decode: a few rows) the panel loop goes
+  // outside instead, so each panel is read as one sequential stream, which the hardware
+  // prefetchers follow best. Either order performs the same operations on each output
+  // element in the same order, so a row's result does not depend on the batch it is in.
+  constexpr size_t kPanelMajorXBytes = 24 * 1024;
+  const bool panel_major = m * k * sizeof(float) <= kPanelMajorXBytes;
   for (size_t m0 = 0; m0 < m; m0 += kRowBlock) {
     const size_t m1 = std::min(m, m0 + kRowBlock);
-    for (size_t k0 = 0; k0 < k; k0 += kDepthBlock) {
-      const size_t k1 = std::min(k, k0 + kDepthBlock);
-      for (size_t p = p0; p < p1; ++p) {
-        const size_t cols = std::min(kPanel, n - p * kPanel);
-        float* out = y + m0 * n + p * kPanel;
-        size_t ld = n;
-        if (cols < kPanel) {
-          out = edge;
-          ld = kPanel;
-          for (size_t r = m0; r < m1; ++r) {
-            if (k0 > 0) std::memcpy(edge + (r - m0) * kPanel, y + r * n + p * kPanel, cols * 4);
-          }
-        }
-        for (size_t o = 0; o < 16; o += lanes) {
-          for (size_t r = m0; r < m1; r += kMaxRows) {
-            TileRows<kMaxRows, kFormat>(std::min(kMaxRows, m1 - r), x + r * k, k, w.panel(p), k0,
-                                        k1, o, out + (r - m0) * ld, ld, k0 > 0);
-          }
-        }
-        if (cols < kPanel) {
-          for (size_t r = m0; r < m1; ++r) {
-            std::memcpy(y + r * n + p * kPanel, edge + (r - m0) * kPanel, cols * 4);
-          }
-        }
-      }
+    if (panel_major) {
+      for (size_t p = p0; p < p1; ++p)
+        for (size_t k0 = 0; k0 < k; k0 += kDepthBlock) step(m0, m1, k0, p);
+    } else {
+      for (size_t k0 = 0; k0 < k; k0 += kDepthBlock)
+        for (size_t p = p0; p < p1; ++p) step(m0, m1, k0, p);
     }
   }
 }
