@@ -2,22 +2,24 @@
 // at a time, SIMD over head_dim, dispatched per target with Highway.
 //
 // Memory traffic. Decode attention is a stream over the KV cache: every K and V element of
-// the context is read once per step and used by the M = rows * G queries of the item (all
-// query heads of the KV head), so each byte does 2 * M FLOPs. The queries (M x D f32), the
-// accumulators (M x D f32) and one tile of logits (M x 16) stay in L1/L2. fp8 and bf16 are
-// decoded to f32 in registers inside the dot products; nothing is dequantized to memory
-// unless M is large (prefill), where a 16-token tile is decoded once into an f32 scratch
-// (16 x D, in L1) and reused by all M queries.
+// the context is read once per step and used by the Mh = rows * G queries of its KV head,
+// so each byte does 2 * Mh FLOPs. Queries and accumulators (Mh x D f32 per head) and one
+// tile of logits stay in L1/L2.
 //
-// Tiling. The KV range is walked in tiles of kTile = 16 tokens gathered through the page
-// table (any page size, 1 included). Per tile:
+// Tiling. The KV range is walked in tiles of kTile = 64 tokens gathered through the page
+// table (any page size, 1 included). Per tile and head:
 //   S[m, t] = q_m . K_t                        (q_m pre-scaled by sm_scale*k_scale*q_scale)
 //   soft cap, causal / window mask, online softmax update (f32, running max and sum)
 //   acc[m, :] = acc[m, :] * alpha_m + sum_t P[m, t] V_t
+// Two paths share this loop:
+//   direct (Mh <= kDirectMaxM: decode, short rows): fp8 / bf16 are decoded to f32 in
+//     registers inside the dot products (one horizontal reduction per query and token) and
+//     inside P.V; nothing is written to memory. Every K/V line of the next head (or of the
+//     next tile's first head) is prefetched one head's compute ahead.
+//   wide (Mh > kDirectMaxM: prefill row tiles, large G): the tile is decoded once into f32
+//     scratch and the queries sit in SIMD lanes (see WideQkBlock): no reductions.
 // An item covers a range of KV heads, so each token's slot (the K and V of those heads,
-// adjacent in the cache) is read front to back and a page is one contiguous stream; the
-// first line of every slot of the next tile is prefetched, which starts the random jump to
-// the next page early.
+// adjacent in the cache) is read front to back and a page is one contiguous stream.
 //
 // Numerics: f32 logits, f32 softmax, f32 P.V, one rounding at the output. The scalar tail
 // (D not a multiple of the vector width) uses the same formulas one lane at a time.
