@@ -463,6 +463,12 @@ HWY_INLINE void DecodeTile(DF df, const uint8_t* const* rows, int n, size_t D, f
 }
 
 // ---------------------------------------------------------------------------------------
+// The soft cap of §2: cap * tanh(x / cap).
+HWY_INLINE hn::Vec<DF> SoftCap(DF df, hn::Vec<DF> x, float cap) {
+  const auto c = hn::Set(df, cap);
+  return hn::Mul(c, hn::Tanh(df, hn::Div(x, c)));
+}
+
 // Online softmax over one tile: masks S[m, 0:kTile) to the query's visible positions
 // [lo[m], hi[m]) (absolute), updates the running max / sum and leaves the weights P in s.
 // alpha[m] is the factor the accumulator row must be multiplied by (1 when the max did not
@@ -485,10 +491,7 @@ HWY_INLINE void SoftmaxTile(DF df, int64_t M, int32_t t0, int n, const int32_t* 
     auto vmax = neg_inf;
     for (int t = 0; t < kTile; t += static_cast<int>(N)) {
       auto x = hn::LoadU(df, sm + t);
-      if (has_cap) {
-        const auto c = hn::Set(df, cap);
-        x = hn::Mul(c, hn::Tanh(df, hn::Div(x, c)));
-      }
+      if (has_cap) x = SoftCap(df, x, cap);
       const auto pos = hn::Iota(di, t0 + t);
       const auto vis = hn::And(hn::Lt(hn::Set(di, l - 1), pos), hn::Lt(pos, hn::Set(di, h)));
       x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
@@ -594,10 +597,7 @@ HWY_INLINE void WideSoftmax(DF df, size_t Mp, int32_t t0, int n, const int32_t* 
     auto vmax = old;
     for (int t = 0; t < n; ++t) {
       auto x = hn::Load(df, st + t * Mp + c);
-      if (has_cap) {
-        const auto cv = hn::Set(df, cap);
-        x = hn::Mul(cv, hn::Tanh(df, hn::Div(x, cv)));
-      }
+      if (has_cap) x = SoftCap(df, x, cap);
       const auto pos = hn::Set(di, t0 + t);
       const auto vis = hn::And(hn::Lt(lo_m1, pos), hn::Lt(pos, vhi));
       x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
