@@ -38,6 +38,7 @@ PackedWeights::PackedWeights(const float* w, size_t n, size_t k, WeightFormat fo
   // One panel at a time through an f32 staging buffer in the final element order, then
   // (bf16) one bulk RNE conversion: the rounding is numerics' Convert, tested exhaustively.
   std::vector<float> staging(kPanelCols * k);
+  if (staging.empty()) return;  // K = 0: no bytes (and memcpy from a null data())
   for (size_t p = 0; p < num_panels(); ++p) {
     std::fill(staging.begin(), staging.end(), 0.0f);
     for (size_t j = 0; j < kPanelCols && p * kPanelCols + j < n; ++j) {
