@@ -72,7 +72,7 @@ struct Scratch {
   float* kf;     // [kTile, D] decoded K tile (wide items only)
   float* vf;     // [kTile, D] decoded V tile
   // Wide items (more than kDirectMaxM queries per KV head) keep queries in SIMD lanes: each
-  // head's Mh queries are padded to Mp (a multiple of the widest vector) columns.
+  // head's Mh queries are padded to Mp columns, a multiple of the target's vector width.
   float* qt;     // [H, D, Mp] transposed queries
   float* st;     // [kTile, Mp] logits of one head, token-major, then softmax weights
   float* wmx;    // [H, Mp] running max
