@@ -53,7 +53,7 @@
 namespace rpa {
 namespace attention_detail {
 
-constexpr int kTile = 64;       // KV tokens per tile
+constexpr int kTile = kAttentionTileTokens;
 constexpr int kDirectMaxM = 8;  // above this many queries, tiles are decoded to f32 once
 constexpr int kMaxLanes = 64;   // f32 lanes of the widest vector any Highway target has (2048 bits)
 

@@ -7,6 +7,9 @@
 
 namespace rpa {
 
+// KV tokens per kernel tile; the plan aligns KV chunk boundaries to it.
+constexpr int kAttentionTileTokens = 64;
+
 // Everything a work item needs besides the plan, with the scales already folded.
 struct AttentionKernelArgs {
   const AttentionPlan* plan = nullptr;

@@ -21,7 +21,7 @@ constexpr int64_t kItemsPerWorker = 4;
 // A KV chunk shorter than this costs more in merge traffic (M x D floats written, read back)
 // than it gains in balance.
 constexpr int64_t kMinChunkTokens = 256;
-constexpr int64_t kTileTokens = 64;  // chunk boundaries align to the kernel's tiles
+constexpr int64_t kTileTokens = kAttentionTileTokens;  // chunks align to kernel tiles
 // Queries (rows * G * heads) per item at most when grouping KV heads: bounds the scratch
 // (2 * 256 * D floats) while covering every head of a decode step of common models.
 constexpr int64_t kMaxItemQueries = 256;

@@ -34,9 +34,7 @@ void GatedMlp::Forward(const float* x, float* y, int64_t num_tokens) {
   }
   MatMul(x, gate_w_, gate_.data(), t);
   MatMul(x, up_w_, up_.data(), t);
-  GatedActivation(config_.activation == MlpActivation::kSilu ? GateActivation::kSilu
-                                                              : GateActivation::kGeluTanh,
-                  gate_.data(), up_.data(), gate_.data(), t * f);
+  GatedActivation(config_.activation, gate_.data(), up_.data(), gate_.data(), t * f);
   MatMul(gate_.data(), down_w_, y, t);
 }
 

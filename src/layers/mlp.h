@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gated_activation.h"
 #include "kernels/packed_weights.h"
 
 namespace rpa {
 
-enum class MlpActivation { kSilu, kGeluTanh };
+// The activation is the kernel's: kSilu (SwiGLU) or kGeluTanh (GeGLU).
+using MlpActivation = GateActivation;
 
 struct MlpConfig {
   int64_t d_model = 0;
