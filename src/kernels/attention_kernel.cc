@@ -57,6 +57,33 @@ constexpr int kTile = kAttentionTileTokens;
 constexpr int kDirectMaxM = 8;  // above this many queries, tiles are decoded to f32 once
 constexpr int kMaxLanes = 64;   // f32 lanes of the widest vector any Highway target has (2048 bits)
 
+// Prefetches a run of cache lines (the next tile's page slots) into L2 a few at a time,
+// called from inside the compute loops, so the memory stream overlaps the compute instead
+// of arriving in one burst larger than L1.
+struct LineStream {
+  const uint8_t* const* rows = nullptr;  // the tokens' slots
+  int64_t offset = 0;                    // of the lines within a slot
+  int tokens = 0;
+  int lines_per_token = 0;
+  int per_step = 0;  // lines per Step()
+  int t = 0, line = 0;
+
+  // Spreads `count` slots of `lines` lines each over about `steps` calls of Step().
+  void Start(const uint8_t* const* slots, int64_t slot_offset, int count, int lines, int steps) {
+    rows = slots, offset = slot_offset, tokens = count, lines_per_token = lines, t = 0, line = 0;
+    per_step = (count * lines + steps - 1) / std::max(steps, 1);
+  }
+  void Step() {
+    for (int i = 0; i < per_step && t < tokens; ++i) {
+      __builtin_prefetch(rows[t] + offset + 64 * line, 0, 2);  // into L2 (x86: prefetcht1)
+      if (++line == lines_per_token) line = 0, ++t;
+    }
+  }
+  void Finish() {
+    while (t < tokens) Step();
+  }
+};
+
 // Per-worker scratch, sized for the plan's largest item.
 struct Scratch {
   AlignedBuffer<float> buf;
@@ -129,6 +156,7 @@ namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 using attention_detail::kDirectMaxM;
 using attention_detail::kTile;
+using attention_detail::LineStream;
 using attention_detail::Scratch;
 using DF = hn::ScalableTag<float>;
 
@@ -365,22 +393,25 @@ HWY_INLINE void DotBlock(DF df, const float* HWY_RESTRICT q, size_t D,
 
 template <KvKind kKind, int kQ>
 HWY_INLINE void DotTile(DF df, const float* q, size_t D, const uint8_t* const* rows, int n,
-                        float* s) {
+                        float* s, LineStream& ls) {
   int t = 0;
-  for (; t + 4 <= n; t += 4) DotBlock<kKind, kQ, 4>(df, q, D, rows + t, s + t);
+  for (; t + 4 <= n; t += 4) {
+    DotBlock<kKind, kQ, 4>(df, q, D, rows + t, s + t);
+    ls.Step();
+  }
   for (; t < n; ++t) DotBlock<kKind, kQ, 1>(df, q, D, rows + t, s + t);
 }
 
 // S[m, 0:n) for all M queries.
 template <KvKind kKind>
 HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t* const* rows,
-                       int n, float* s) {
+                       int n, float* s, LineStream& ls) {
   int64_t m = 0;
-  for (; m + 4 <= M; m += 4) DotTile<kKind, 4>(df, q + m * D, D, rows, n, s + m * kTile);
+  for (; m + 4 <= M; m += 4) DotTile<kKind, 4>(df, q + m * D, D, rows, n, s + m * kTile, ls);
   switch (M - m) {
-    case 3: DotTile<kKind, 3>(df, q + m * D, D, rows, n, s + m * kTile); break;
-    case 2: DotTile<kKind, 2>(df, q + m * D, D, rows, n, s + m * kTile); break;
-    case 1: DotTile<kKind, 1>(df, q + m * D, D, rows, n, s + m * kTile); break;
+    case 3: DotTile<kKind, 3>(df, q + m * D, D, rows, n, s + m * kTile, ls); break;
+    case 2: DotTile<kKind, 2>(df, q + m * D, D, rows, n, s + m * kTile, ls); break;
+    case 1: DotTile<kKind, 1>(df, q + m * D, D, rows, n, s + m * kTile, ls); break;
     default: break;
   }
 }
@@ -390,7 +421,7 @@ HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t
 template <KvKind kKind, int kQ>
 HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt,
                         const uint8_t* const* rows, int n, float* HWY_RESTRICT acc, size_t D,
-                        size_t d) {
+                        size_t d, LineStream* ls) {
   const size_t N = hn::Lanes(df);
   hn::Vec<DF> a[kQ][kGroupVecs];
   for (int j = 0; j < kQ; ++j)
@@ -402,6 +433,7 @@ HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt
       const auto w = hn::Set(df, p[j * pj + t * pt]);
       for (int v = 0; v < kGroupVecs; ++v) a[j][v] = hn::MulAdd(w, x[v], a[j][v]);
     }
+    if (ls != nullptr && (t & 3) == 3) ls->Step();
   }
   for (int j = 0; j < kQ; ++j)
     for (int v = 0; v < kGroupVecs; ++v) hn::StoreU(a[j][v], df, acc + j * D + d + v * N);
@@ -409,11 +441,11 @@ HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt
 
 template <KvKind kKind, int kQ>
 HWY_INLINE void PvRows(DF df, const float* p, size_t pj, size_t pt, const uint8_t* const* rows,
-                       int n, float* acc, size_t D) {
+                       int n, float* acc, size_t D, LineStream* ls) {
   const size_t N = hn::Lanes(df);
   size_t d = 0;
   for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) {
-    PvGroup<kKind, kQ>(df, p, pj, pt, rows, n, acc, D, d);
+    PvGroup<kKind, kQ>(df, p, pj, pt, rows, n, acc, D, d, ls);
   }
   for (; d + N <= D; d += N) {
     hn::Vec<DF> a[kQ];
@@ -434,13 +466,16 @@ HWY_INLINE void PvRows(DF df, const float* p, size_t pj, size_t pt, const uint8_
 
 template <KvKind kKind>
 HWY_INLINE void PvTile(DF df, const float* p, size_t pj, size_t pt, int64_t M,
-                       const uint8_t* const* rows, int n, float* acc, size_t D) {
+                       const uint8_t* const* rows, int n, float* acc, size_t D,
+                       LineStream* ls = nullptr) {
   int64_t m = 0;
-  for (; m + 4 <= M; m += 4) PvRows<kKind, 4>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D);
+  for (; m + 4 <= M; m += 4) {
+    PvRows<kKind, 4>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls);
+  }
   switch (M - m) {
-    case 3: PvRows<kKind, 3>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D); break;
-    case 2: PvRows<kKind, 2>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D); break;
-    case 1: PvRows<kKind, 1>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D); break;
+    case 3: PvRows<kKind, 3>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls); break;
+    case 2: PvRows<kKind, 2>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls); break;
+    case 1: PvRows<kKind, 1>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls); break;
     default: break;
   }
 }
@@ -771,6 +806,21 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   const uint8_t* krows[kTile];
   const uint8_t* vrows[kTile];
   const uint8_t* vf_rows[kTile];
+  // Direct (decode-like) items stream the cache and prefetch it in software; without that
+  // the hardware prefetchers leave an fp8 decode at 3.5-4.5 GB/s per core (its slots are
+  // 2 KiB: two tokens, read interleaved, share each 4 KiB page). Two schemes, chosen by
+  // measurement (decode, 8 sequences, ctx 16K, 2 cores, medians of 3 interleaved runs):
+  //  - items of several heads: every K/V line of the next head of this tile (or of the
+  //    next tile's first head) is prefetched into L1 in one burst, one head's compute
+  //    ahead. 8/8/128 fp8 at ctx 8K: 20.7 -> 11.3 ms; 32/8/128 bf16: 28 -> 19.5 ms.
+  //  - items of one head (Hkv = 1 models, e.g. Gemma 3 270M): the next tile is streamed
+  //    into L2 a few lines per compute step (LineStream). 4/1/256: bf16 11.8 -> 9.9 ms,
+  //    fp8 10.3 -> 6.8 ms. The same stream made 8-head items slower (8/8/128 bf16 26 ->
+  //    33 ms, 32/8/128 bf16 38 -> 44 ms) and was within noise at 3 heads (9/3/64);
+  //    spreading the per-head burst over the compute was slower too.
+  // Wide items do ~Mh/8 times more compute per byte and prefetch only each slot's first line.
+  const bool stream_tiles = !wide && H == 1;
+  LineStream stream;
   for (int t = 0; t < kTile; ++t) vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
   const size_t ud = static_cast<size_t>(D);
 
@@ -804,7 +854,7 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     // Wide items prefetch the first line of each slot of the next tile: it starts the page
     // walk and the DRAM access of the next page (a random jump the prefetchers cannot
     // predict); their compute per byte leaves the rest to the hardware. Direct items
-    // prefetch every line, a head ahead (below).
+    // prefetch everything (see stream_tiles).
     const int next_n = static_cast<int>(std::min<int32_t>(kTile, kv_hi - t0 - kTile));
     if (next_n > 0) {
       fill_slots(t0 + kTile, next_n, slot_buf[cur ^ 1]);
@@ -812,18 +862,19 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         for (int t = 0; t < next_n; ++t) hwy::Prefetch(slot_buf[cur ^ 1][t]);
       }
     }
+    if (stream_tiles) {
+      const int chunks = static_cast<int>((Mh + 3) / 4);
+      const int steps = static_cast<int>(H) * (n / 4) * chunks *
+                        (1 + static_cast<int>(D / (kGroupVecs * N)));
+      stream.Start(slot_buf[cur ^ 1], 0, std::max(next_n, 0),
+                   static_cast<int>((H * head_bytes + 63) / 64), steps);
+    }
     for (int64_t hh = 0; hh < H; ++hh) {
       for (int t = 0; t < n; ++t) {
         krows[t] = slots[t] + hh * head_bytes;
         vrows[t] = krows[t] + D * es;
       }
-      if (!wide) {
-        // Decode-like items stream the cache: prefetch every K/V line of the next head of
-        // this tile (or the first head of the next tile), one head's compute ahead. Without
-        // it the hardware prefetchers leave an fp8 decode at 3.5-4.5 GB/s per core (its
-        // slots are 2 KiB: two tokens, read interleaved, share each 4 KiB page); with it
-        // 8/8/128 fp8 decode at ctx 8K goes 20.7 -> 11.3 ms on 2 cores, 32/8/128 bf16
-        // 28 -> 19.5 ms. Wide items do ~Mh/8 times more compute per byte and need none.
+      if (!wide && !stream_tiles) {
         const bool last_head = hh + 1 == H;
         const uint8_t* const* next_slots = last_head ? slot_buf[cur ^ 1] : slots;
         const int64_t offset = last_head ? 0 : (hh + 1) * head_bytes;
@@ -845,12 +896,13 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
       } else {
         float* mx = sc.mx + hh * Mh;
         float* sum = sc.sum + hh * Mh;
-        QkTile<kKind>(df, sc.q + hh * Mh * D, Mh, ud, krows, n, sc.s);
+        QkTile<kKind>(df, sc.q + hh * Mh * D, Mh, ud, krows, n, sc.s, stream);
         SoftmaxTile(df, Mh, t0, n, lo, hi, a.has_soft_cap, a.soft_cap, sc.s, mx, sum, sc.alpha);
         ScaleRows(df, Mh, ud, sc.alpha, acc);
-        PvTile<kKind>(df, sc.s, kTile, 1, Mh, vrows, n, acc, ud);
+        PvTile<kKind>(df, sc.s, kTile, 1, Mh, vrows, n, acc, ud, &stream);
       }
     }
+    if (stream_tiles) stream.Finish();
   }
   if (wide) {  // back to the per-query state layout the finalization below reads
     for (int64_t hh = 0; hh < H; ++hh) {
