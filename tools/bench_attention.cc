@@ -243,8 +243,10 @@ int RunBenchAttention(Args args) {
       std::max(bytes / stream_rate.per_cpu_s, flops / fma_rate.per_cpu_s);
   const double cpu_fraction = cpu_roofline / median_cpu_s;
   const char* bound = t_mem >= t_fma ? "memory" : "compute";
-  const char* target = hwy::TargetName(f.target != 0 ? f.target : hwy::SupportedTargets() &
-                                                                       -hwy::SupportedTargets());
+  // The target dispatch picks: the best one this CPU supports *and* this build compiled
+  // (SupportedTargets() alone may name one Highway was not built for, e.g. AVX3_DL).
+  const char* target = hwy::TargetName(f.target != 0 ? f.target
+                                                     : hwy::SupportedAndGeneratedTargets()[0]);
   const std::string_view kvn = DTypeName(f.kv_dtype), qn = DTypeName(f.q_dtype);
   if (f.json) {
     std::printf(

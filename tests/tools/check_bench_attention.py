@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""`rpa bench-attention` end to end: the JSON report has the keys issue 3 names, with
+finite positive values; the reported SIMD target is one this build dispatches to (one of
+`rpa version`'s list), and --target is honoured; bad flags fail with a message, not a crash.
+
+usage: check_bench_attention.py RPA_BINARY
+"""
+import json
+import math
+import subprocess
+import sys
+
+RPA = sys.argv[1]
+SMALL = ["--seqs", "2", "--ctx", "100", "--q-heads", "4", "--kv-heads", "2", "--head-dim", "64",
+         "--page-size", "16", "--reps", "5", "--stream-mib", "8", "--threads", "1"]
+REQUIRED = ["median_ms", "kv_bytes_per_s", "stream_bytes_per_s", "fma_flops_per_s",
+            "roofline_fraction"]
+
+
+def bench(*extra):
+    out = subprocess.run([RPA, "bench-attention", *SMALL, *extra, "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    version = subprocess.run([RPA, "version"], check=True, capture_output=True, text=True).stdout
+    targets = version.split("supported by this CPU:")[1].split()
+    failures = []
+    for mode in ["decode", "prefill", "mixed"]:
+        for kv in ["bfloat16", "float8_e4m3fn", "float8_e5m2"]:
+            r = bench("--mode", mode, "--kv-dtype", kv, "--q-len", "16")
+            for key in REQUIRED:
+                v = r.get(key)
+                if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                    failures.append(f"{mode}/{kv}: {key} = {v!r}")
+            if r.get("kv_dtype") != kv or r.get("mode") != mode:
+                failures.append(f"{mode}/{kv}: echoed {r.get('mode')}/{r.get('kv_dtype')}")
+            if r.get("target") != targets[0]:
+                failures.append(f"{mode}/{kv}: target {r.get('target')!r}, dispatch uses "
+                                f"{targets[0]!r} (rpa version: {targets})")
+    forced = bench("--target", targets[-1])
+    if forced.get("target") != targets[-1]:
+        failures.append(f"--target {targets[-1]} reported {forced.get('target')!r}")
+    for bad in (["--kv-dtype", "int4"], ["--head-dim", "0"], ["--target", "NOPE"]):
+        p = subprocess.run([RPA, "bench-attention", *SMALL, *bad], capture_output=True, text=True)
+        if p.returncode == 0 or p.returncode < 0 or not p.stderr.strip():
+            failures.append(f"{bad}: exit {p.returncode}, stderr {p.stderr.strip()!r}")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
