@@ -62,20 +62,19 @@ constexpr int kMaxLanes = 64;   // f32 lanes of the widest vector any Highway ta
 // of arriving in one burst larger than L1.
 struct LineStream {
   const uint8_t* const* rows = nullptr;  // the tokens' slots
-  int64_t offset = 0;                    // of the lines within a slot
   int tokens = 0;
   int lines_per_token = 0;
   int per_step = 0;  // lines per Step()
   int t = 0, line = 0;
 
   // Spreads `count` slots of `lines` lines each over about `steps` calls of Step().
-  void Start(const uint8_t* const* slots, int64_t slot_offset, int count, int lines, int steps) {
-    rows = slots, offset = slot_offset, tokens = count, lines_per_token = lines, t = 0, line = 0;
+  void Start(const uint8_t* const* slots, int count, int lines, int steps) {
+    rows = slots, tokens = count, lines_per_token = lines, t = 0, line = 0;
     per_step = (count * lines + steps - 1) / std::max(steps, 1);
   }
   void Step() {
     for (int i = 0; i < per_step && t < tokens; ++i) {
-      __builtin_prefetch(rows[t] + offset + 64 * line, 0, 2);  // into L2 (x86: prefetcht1)
+      __builtin_prefetch(rows[t] + 64 * line, 0, 2);  // into L2 (x86: prefetcht1)
       if (++line == lines_per_token) line = 0, ++t;
     }
   }
@@ -393,11 +392,11 @@ HWY_INLINE void DotBlock(DF df, const float* HWY_RESTRICT q, size_t D,
 
 template <KvKind kKind, int kQ>
 HWY_INLINE void DotTile(DF df, const float* q, size_t D, const uint8_t* const* rows, int n,
-                        float* s, LineStream& ls) {
+                        float* s, LineStream* ls) {
   int t = 0;
   for (; t + 4 <= n; t += 4) {
     DotBlock<kKind, kQ, 4>(df, q, D, rows + t, s + t);
-    ls.Step();
+    if (ls != nullptr) ls->Step();
   }
   for (; t < n; ++t) DotBlock<kKind, kQ, 1>(df, q, D, rows + t, s + t);
 }
@@ -405,7 +404,7 @@ HWY_INLINE void DotTile(DF df, const float* q, size_t D, const uint8_t* const* r
 // S[m, 0:n) for all M queries.
 template <KvKind kKind>
 HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t* const* rows,
-                       int n, float* s, LineStream& ls) {
+                       int n, float* s, LineStream* ls) {
   int64_t m = 0;
   for (; m + 4 <= M; m += 4) DotTile<kKind, 4>(df, q + m * D, D, rows, n, s + m * kTile, ls);
   switch (M - m) {
@@ -866,7 +865,7 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
       const int chunks = static_cast<int>((Mh + 3) / 4);
       const int steps = static_cast<int>(H) * (n / 4) * chunks *
                         (1 + static_cast<int>(D / (kGroupVecs * N)));
-      stream.Start(slot_buf[cur ^ 1], 0, std::max(next_n, 0),
+      stream.Start(slot_buf[cur ^ 1], std::max(next_n, 0),
                    static_cast<int>((H * head_bytes + 63) / 64), steps);
     }
     for (int64_t hh = 0; hh < H; ++hh) {
@@ -896,10 +895,11 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
       } else {
         float* mx = sc.mx + hh * Mh;
         float* sum = sc.sum + hh * Mh;
-        QkTile<kKind>(df, sc.q + hh * Mh * D, Mh, ud, krows, n, sc.s, stream);
+        LineStream* ls = stream_tiles ? &stream : nullptr;
+        QkTile<kKind>(df, sc.q + hh * Mh * D, Mh, ud, krows, n, sc.s, ls);
         SoftmaxTile(df, Mh, t0, n, lo, hi, a.has_soft_cap, a.soft_cap, sc.s, mx, sum, sc.alpha);
         ScaleRows(df, Mh, ud, sc.alpha, acc);
-        PvTile<kKind>(df, sc.s, kTile, 1, Mh, vrows, n, acc, ud, &stream);
+        PvTile<kKind>(df, sc.s, kTile, 1, Mh, vrows, n, acc, ud, ls);
       }
     }
     if (stream_tiles) stream.Finish();
