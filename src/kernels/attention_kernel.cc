@@ -14,8 +14,9 @@
 // Two paths share this loop:
 //   direct (Mh <= kDirectMaxM: decode, short rows): fp8 / bf16 are decoded to f32 in
 //     registers inside the dot products (one horizontal reduction per query and token) and
-//     inside P.V; nothing is written to memory. Every K/V line of the next head (or of the
-//     next tile's first head) is prefetched one head's compute ahead.
+//     inside P.V; nothing is written to memory. The cache is prefetched in software: the
+//     next head's lines in one burst, or for single-head items the next tile spread over
+//     the compute (see stream_tiles in ComputeItemT).
 //   wide (Mh > kDirectMaxM: prefill row tiles, large G): the tile is decoded once into f32
 //     scratch and the queries sit in SIMD lanes (see WideQkBlock): no reductions.
 // An item covers a range of KV heads, so each token's slot (the K and V of those heads,
