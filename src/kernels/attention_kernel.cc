@@ -523,14 +523,19 @@ HWY_INLINE void SoftmaxTile(DF df, int64_t M, int32_t t0, int n, const int32_t* 
       alpha[m] = 1.0f;
       continue;
     }
+    // A tile visible whole (most tiles of a long context) needs no mask: S is final as
+    // computed unless capped.
+    const bool whole = l == t0 && h == t0 + kTile;
     auto vmax = neg_inf;
     for (int t = 0; t < kTile; t += static_cast<int>(N)) {
       auto x = hn::LoadU(df, sm + t);
       if (has_cap) x = SoftCap(df, x, cap);
-      const auto pos = hn::Iota(di, t0 + t);
-      const auto vis = hn::And(hn::Lt(hn::Set(di, l - 1), pos), hn::Lt(pos, hn::Set(di, h)));
-      x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
-      hn::StoreU(x, df, sm + t);
+      if (!whole) {
+        const auto pos = hn::Iota(di, t0 + t);
+        const auto vis = hn::And(hn::Lt(hn::Set(di, l - 1), pos), hn::Lt(pos, hn::Set(di, h)));
+        x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
+      }
+      if (has_cap || !whole) hn::StoreU(x, df, sm + t);
       vmax = hn::Max(vmax, x);
     }
     const float tile_max = hn::GetLane(hn::MaxOfLanes(df, vmax));
@@ -629,14 +634,19 @@ HWY_INLINE void WideSoftmax(DF df, size_t Mp, int32_t t0, int n, const int32_t* 
     const auto lo_m1 = hn::Sub(hn::LoadU(di, lo + c), hn::Set(di, 1));
     const auto vhi = hn::LoadU(di, hi + c);
     const auto old = hn::Load(df, mx + c);
+    // Columns that all see the whole tile (below the causal diagonal) need no mask.
+    const bool whole = hn::AllTrue(di, hn::Lt(lo_m1, hn::Set(di, t0))) &&
+                       hn::AllTrue(di, hn::Lt(hn::Set(di, t0 + n - 1), vhi));
     auto vmax = old;
     for (int t = 0; t < n; ++t) {
       auto x = hn::Load(df, st + t * Mp + c);
       if (has_cap) x = SoftCap(df, x, cap);
-      const auto pos = hn::Set(di, t0 + t);
-      const auto vis = hn::And(hn::Lt(lo_m1, pos), hn::Lt(pos, vhi));
-      x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
-      hn::Store(x, df, st + t * Mp + c);
+      if (!whole) {
+        const auto pos = hn::Set(di, t0 + t);
+        const auto vis = hn::And(hn::Lt(lo_m1, pos), hn::Lt(pos, vhi));
+        x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
+      }
+      if (has_cap || !whole) hn::Store(x, df, st + t * Mp + c);
       vmax = hn::Max(vmax, x);
     }
     const auto ref = hn::IfThenZeroElse(hn::Eq(vmax, neg_inf), vmax);
