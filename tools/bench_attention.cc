@@ -9,6 +9,13 @@
 //   roofline_fraction = roofline / median measured time
 // The kernel is timed through a reused plan (RunAttention), as every layer of a serving step
 // runs it; the new K/V are written into the cache on every call, as in serving.
+//
+// --decompose splits the time into its two bounds: the same batch is timed again with every
+// page table pointing into the few pages of one KV tile, so the kernel does the same work
+// on cache-resident KV (resident_ms: its compute-bound time), and memory_ms = bytes moved /
+// read bandwidth is the time of the memory stream alone. overlap = (resident_ms + memory_ms
+// - median_ms) / min(resident_ms, memory_ms): 1 when the stream hides under the compute
+// (or the reverse), 0 when they add up.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -19,6 +26,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "kernels/attention_kernel.h"
 #include "kernels/attention_plan.h"
 #include "numerics/convert.h"
 #include "tools/commands.h"
@@ -35,12 +43,14 @@ constexpr char kUsage[] =
     "usage: rpa bench-attention [--mode decode|prefill|mixed]\n"
     "         [--kv-dtype bfloat16|float8_e4m3fn|float8_e5m2|float32] [--q-dtype bfloat16|float32]\n"
     "         [--seqs N] [--ctx L] [--q-len Q] [--q-heads H] [--kv-heads K] [--head-dim D]\n"
-    "         [--page-size P] [--threads T] [--reps R] [--stream-mib M] [--target SIMD] [--json]\n"
+    "         [--page-size P] [--threads T] [--reps R] [--stream-mib M] [--target SIMD]\n"
+    "         [--decompose] [--json]\n"
     "  decode: N sequences of 1 new token at context L. prefill: N sequences of Q new tokens\n"
     "  ending at context L. mixed: the first half decode, the rest prefill, one batch.\n"
     "  Defaults: decode bfloat16 (q bfloat16), N=8 L=4096 Q=512 H=8 K=8 D=128 P=16, T = all\n"
     "  cores, R = as many as fit in ~2 s (at least 5), M = 1024 (read-bandwidth buffer),\n"
-    "  SIMD = the best this CPU runs (or one of `rpa version`'s list, e.g. AVX2).\n";
+    "  SIMD = the best this CPU runs (or one of `rpa version`'s list, e.g. AVX2).\n"
+    "  --decompose also times the batch on cache-resident KV: compute vs memory bound.\n";
 
 struct Flags {
   std::string mode = "decode";
@@ -52,6 +62,7 @@ struct Flags {
   int64_t stream_mib = 1024;
   int64_t target = 0;  // 0 = Highway's best
   bool json = false;
+  bool decompose = false;
 };
 
 // Returns false when --help was asked for.
@@ -62,6 +73,8 @@ bool ParseFlags(Args args, Flags& f) {
     if (r.Is("--help", "-h")) return false;
     if (r.Is("--json")) {
       f.json = true;
+    } else if (r.Is("--decompose")) {
+      f.decompose = true;
     } else if (r.Is("--mode")) {
       const std::string_view v = r.Value();
       if (v != "decode" && v != "prefill" && v != "mixed") {
@@ -202,21 +215,42 @@ int RunBenchAttention(Args args) {
   const int threads = plan.num_workers;
 
   // Warm up (first touch of the scratch, the pool's threads), then time.
-  for (int i = 0; i < 2; ++i) RunAttention(plan, qv, kvw, vv, cv, options, ov);
+  auto time_plan = [&](AttentionPlan& p, std::vector<double>& times,
+                       std::vector<double>& cpu_times) {
+    for (int i = 0; i < 2; ++i) RunAttention(p, qv, kvw, vv, cv, options, ov);
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0;; ++r) {
+      const double c0 = ProcessCpuSeconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      RunAttention(p, qv, kvw, vv, cv, options, ov);
+      const auto t1 = std::chrono::steady_clock::now();
+      cpu_times.push_back((ProcessCpuSeconds() - c0) / threads);
+      times.push_back(std::chrono::duration<double>(t1 - t0).count());
+      const double elapsed = std::chrono::duration<double>(t1 - start).count();
+      if (f.reps > 0 ? r + 1 >= f.reps : (r + 1 >= 5 && elapsed > 2.0)) break;
+    }
+  };
   std::vector<double> times, cpu_times;
-  const auto start = std::chrono::steady_clock::now();
-  for (int r = 0;; ++r) {
-    const double c0 = ProcessCpuSeconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    RunAttention(plan, qv, kvw, vv, cv, options, ov);
-    const auto t1 = std::chrono::steady_clock::now();
-    cpu_times.push_back((ProcessCpuSeconds() - c0) / threads);
-    times.push_back(std::chrono::duration<double>(t1 - t0).count());
-    const double elapsed = std::chrono::duration<double>(t1 - start).count();
-    if (f.reps > 0 ? r + 1 >= f.reps : (r + 1 >= 5 && elapsed > 2.0)) break;
-  }
+  time_plan(plan, times, cpu_times);
   const double median_s = Median(times);
   const double median_cpu_s = Median(cpu_times);
+
+  // The same batch on cache-resident KV: position t of every sequence reads page
+  // (t / P) mod R, where R pages hold one kernel tile, so every tile reads the same pages.
+  double resident_s = 0;
+  if (f.decompose) {
+    const int64_t resident_pages =
+        std::min(num_pages, (kAttentionTileTokens + PS - 1) / PS);
+    std::vector<int32_t> resident_table(page_indices.size());
+    for (size_t i = 0; i < resident_table.size(); ++i) {
+      resident_table[i] = page_indices[static_cast<int64_t>(i % pps) % resident_pages];
+    }
+    AttentionPlan resident_plan = PlanAttention(
+        ShapeOf(qv, kvw, cv), {kv_lens, resident_table, cu_q_lens, distribution}, options);
+    std::vector<double> rt, rc;
+    time_plan(resident_plan, rt, rc);
+    resident_s = Median(rt);
+  }
 
   // Ceilings, measured after the kernel so its buffers do not compete for memory.
   const Rate stream_rate =
@@ -243,12 +277,18 @@ int RunBenchAttention(Args args) {
       std::max(bytes / stream_rate.per_cpu_s, flops / fma_rate.per_cpu_s);
   const double cpu_fraction = cpu_roofline / median_cpu_s;
   const char* bound = t_mem >= t_fma ? "memory" : "compute";
+  const double overlap = (resident_s + t_mem - median_s) / std::min(resident_s, t_mem);
   // The target dispatch picks: the best one this CPU supports *and* this build compiled
   // (SupportedTargets() alone may name one Highway was not built for, e.g. AVX3_DL).
   const char* target = hwy::TargetName(f.target != 0 ? f.target
                                                      : hwy::SupportedAndGeneratedTargets()[0]);
   const std::string_view kvn = DTypeName(f.kv_dtype), qn = DTypeName(f.q_dtype);
   if (f.json) {
+    std::string extra;
+    if (f.decompose) {
+      extra = Concat(", \"resident_ms\": ", resident_s * 1e3, ", \"memory_ms\": ", t_mem * 1e3,
+                     ", \"overlap\": ", overlap);
+    }
     std::printf(
         "{\"mode\": \"%s\", \"kv_dtype\": \"%.*s\", \"q_dtype\": \"%.*s\", \"seqs\": %lld, "
         "\"ctx\": %lld, \"q_len\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, "
@@ -258,7 +298,7 @@ int RunBenchAttention(Args args) {
         "\"bytes_moved\": %.6g, \"flops\": %.6g, \"stream_bytes_per_s\": %.6g, "
         "\"fma_flops_per_s\": %.6g, \"roofline_ms\": %.6g, \"roofline_fraction\": %.4f, "
         "\"median_cpu_ms\": %.6g, \"cpu_stream_bytes_per_s\": %.6g, "
-        "\"cpu_fma_flops_per_s\": %.6g, \"cpu_roofline_fraction\": %.4f, \"bound\": \"%s\"}\n",
+        "\"cpu_fma_flops_per_s\": %.6g, \"cpu_roofline_fraction\": %.4f, \"bound\": \"%s\"%s}\n",
         f.mode.c_str(), static_cast<int>(kvn.size()), kvn.data(), static_cast<int>(qn.size()),
         qn.data(), static_cast<long long>(f.seqs), static_cast<long long>(f.ctx),
         static_cast<long long>(f.mode == "decode" ? 1 : f.q_len),
@@ -266,7 +306,7 @@ int RunBenchAttention(Args args) {
         static_cast<long long>(PS), threads, target, times.size(), median_s * 1e3,
         *std::min_element(times.begin(), times.end()) * 1e3, kv_bytes, kv_bytes / median_s,
         bytes, flops, stream, fma, roofline * 1e3, fraction, median_cpu_s * 1e3,
-        stream_rate.per_cpu_s, fma_rate.per_cpu_s, cpu_fraction, bound);
+        stream_rate.per_cpu_s, fma_rate.per_cpu_s, cpu_fraction, bound, extra.c_str());
   } else {
     std::printf("bench-attention %s kv=%.*s q=%.*s seqs=%lld ctx=%lld q_len=%lld heads=%lld/%lld "
                 "D=%lld page=%lld threads=%d reps=%zu\n",
@@ -286,6 +326,10 @@ int RunBenchAttention(Args args) {
                 "roofline_fraction %.3f\n",
                 median_cpu_s * 1e3, stream_rate.per_cpu_s * 1e-9, fma_rate.per_cpu_s * 1e-9,
                 cpu_fraction);
+    if (f.decompose) {
+      std::printf("  on cache-resident KV %.3f ms, memory stream alone %.3f ms, overlap %.2f\n",
+                  resident_s * 1e3, t_mem * 1e3, overlap);
+    }
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`rpa bench-attention` end to end: the JSON report has the keys issue 3 names, with
-finite positive values; the reported SIMD target is one this build dispatches to (one of
-`rpa version`'s list), and --target is honoured; bad flags fail with a message, not a crash.
+finite positive values, and --decompose's keys only when asked for; the reported SIMD target
+is one this build dispatches to (one of `rpa version`'s list), and --target is honoured; bad
+flags fail with a message, not a crash.
 
 usage: check_bench_attention.py RPA_BINARY
 """
@@ -39,6 +40,16 @@ def main():
             if r.get("target") != targets[0]:
                 failures.append(f"{mode}/{kv}: target {r.get('target')!r}, dispatch uses "
                                 f"{targets[0]!r} (rpa version: {targets})")
+    # --decompose adds the kernel's time on cache-resident KV and the memory stream's time.
+    d = bench("--decompose")
+    for key in ["resident_ms", "memory_ms"]:
+        v = d.get(key)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            failures.append(f"--decompose: {key} = {v!r}")
+    if not (isinstance(d.get("overlap"), (int, float)) and math.isfinite(d["overlap"])):
+        failures.append(f"--decompose: overlap = {d.get('overlap')!r}")
+    if "resident_ms" in bench():
+        failures.append("resident_ms reported without --decompose")
     forced = bench("--target", targets[-1])
     if forced.get("target") != targets[-1]:
         failures.append(f"--target {targets[-1]} reported {forced.get('target')!r}")
