@@ -673,6 +673,21 @@ std::vector<RpaCase> HardCases() {
     c.v_scale = 0.25f;
     add(c);
   }
+  // Head dims with a scalar remainder on every SIMD target (36 = 32 + 4, 100 = 64 + 32 +
+  // 4): the elements past the last whole vector, in QK and P.V, decode (few queries per KV
+  // head) and prefill rows (many), for every cache dtype.
+  for (const int64_t dim : {36, 100}) {
+    for (const DType kv : {DType::kBFloat16, DType::kFloat8E4M3FN, DType::kFloat8E5M2}) {
+      RpaCase c = ThreeBuckets("head_dim_" + std::to_string(dim) + "_" + std::string(DTypeName(kv)),
+                               {{1, 70}, {1, 129}, {24, 24}, {9, 90}});
+      c.kv_dtype = kv;
+      c.num_q_heads = 8;
+      c.num_kv_heads = 2;
+      c.head_dim = dim;
+      c.fill = Fill::kSigned;
+      add(c);
+    }
+  }
   {  // No sequence scheduled at all: every row is padding; nothing is read or written.
     RpaCase c;
     c.name = "no_sequences";
