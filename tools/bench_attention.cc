@@ -235,8 +235,10 @@ int RunBenchAttention(Args args) {
   const double median_s = Median(times);
   const double median_cpu_s = Median(cpu_times);
 
-  // The same batch on cache-resident KV: position t of every sequence reads page
-  // (t / P) mod R, where R pages hold one kernel tile, so every tile reads the same pages.
+  // The same batch on cache-resident KV: page-table entry j of every sequence names the
+  // page of entry j mod R of the first sequence, where R pages hold one kernel tile, so every
+  // tile reads the same pages. The sequences then share pages and overwrite each other's new
+  // K/V: the outputs mean nothing, the work per call is the same.
   double resident_s = 0;
   if (f.decompose) {
     const int64_t resident_pages =
@@ -277,7 +279,8 @@ int RunBenchAttention(Args args) {
       std::max(bytes / stream_rate.per_cpu_s, flops / fma_rate.per_cpu_s);
   const double cpu_fraction = cpu_roofline / median_cpu_s;
   const char* bound = t_mem >= t_fma ? "memory" : "compute";
-  const double overlap = (resident_s + t_mem - median_s) / std::min(resident_s, t_mem);
+  const double overlap =
+      f.decompose ? (resident_s + t_mem - median_s) / std::min(resident_s, t_mem) : 0.0;
   // The target dispatch picks: the best one this CPU supports *and* this build compiled
   // (SupportedTargets() alone may name one Highway was not built for, e.g. AVX3_DL).
   const char* target = hwy::TargetName(f.target != 0 ? f.target
