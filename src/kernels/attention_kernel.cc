@@ -252,16 +252,19 @@ HWY_INLINE void DecodeGroup(DF df, const uint8_t* row, size_t d, hn::Vec<DF> (&o
 }
 
 // perm[i] = the natural index (within a group) of the element DecodeGroup puts at position
-// i, found by decoding a probe group whose element j decodes to a value that identifies j.
+// i, found by decoding a probe group whose element j decodes to a value that identifies j;
+// inverse[perm[i]] = i. Both as int32 lane indices, for gathers.
 template <KvKind kKind>
 struct GroupPerm {
-  uint8_t perm[kGroupVecs * HWY_MAX_BYTES / sizeof(float)];
+  static constexpr size_t kMaxGroup = kGroupVecs * HWY_MAX_BYTES / sizeof(float);
+  alignas(HWY_MAX_BYTES) int32_t perm[kMaxGroup];
+  alignas(HWY_MAX_BYTES) int32_t inverse[kMaxGroup];
   bool identity = true;
   GroupPerm() {
     const DF df;
     const size_t G = kGroupVecs * hn::Lanes(df);
     alignas(64) uint8_t probe[kGroupVecs * HWY_MAX_BYTES];
-    float probe_value[sizeof(perm)];
+    float probe_value[kMaxGroup];
     for (size_t j = 0; j < G; ++j) {
       if constexpr (kKind == KvKind::kF32) {
         const float f = static_cast<float>(j);
@@ -276,12 +279,13 @@ struct GroupPerm {
     }
     hn::Vec<DF> out[kGroupVecs];
     DecodeGroup<kKind>(df, probe, 0, out);
-    alignas(64) float got[sizeof(perm)];
+    alignas(64) float got[kMaxGroup];
     for (int v = 0; v < kGroupVecs; ++v) hn::StoreU(out[v], df, got + v * hn::Lanes(df));
     for (size_t i = 0; i < G; ++i) {
       size_t j = 0;
       while (j + 1 < G && probe_value[j] != got[i]) ++j;
-      perm[i] = static_cast<uint8_t>(j);
+      perm[i] = static_cast<int32_t>(j);
+      inverse[j] = static_cast<int32_t>(i);
       identity = identity && j == i;
     }
   }
@@ -293,30 +297,36 @@ const GroupPerm<kKind>& Perm() {
   return perm;
 }
 
-// dst[i] = src[perm(i)] over the whole groups of a row of D floats; the rest is copied.
+// dst[i] = src[index[i]] over the whole groups of a row of D floats (a gather per vector:
+// once per query row and per output row, a scalar loop here was ~10% of a short prefill);
+// the rest is copied.
+HWY_INLINE void GatherGroups(DF df, const int32_t* index, bool identity, const float* src,
+                             size_t D, float* dst) {
+  const size_t N = hn::Lanes(df);
+  const hn::RebindToSigned<DF> di;
+  size_t d = 0;
+  if (!identity) {
+    for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) {
+      for (int v = 0; v < kGroupVecs; ++v) {
+        hn::StoreU(hn::GatherIndex(df, src + d, hn::Load(di, index + v * N)), df, dst + d + v * N);
+      }
+    }
+  }
+  for (; d < D; ++d) dst[d] = src[d];
+}
+
+// dst[i] = src[perm(i)]: a natural-order row into DecodeGroup's order.
 template <KvKind kKind>
 HWY_INLINE void PermuteRow(DF df, const float* src, size_t D, float* dst) {
   const GroupPerm<kKind>& p = Perm<kKind>();
-  const size_t G = kGroupVecs * hn::Lanes(df);
-  size_t d = 0;
-  if (!p.identity) {
-    for (; d + G <= D; d += G)
-      for (size_t i = 0; i < G; ++i) dst[d + i] = src[d + p.perm[i]];
-  }
-  for (; d < D; ++d) dst[d] = src[d];
+  GatherGroups(df, p.perm, p.identity, src, D, dst);
 }
 
 // The inverse: dst[perm(i)] = src[i].
 template <KvKind kKind>
 HWY_INLINE void UnpermuteRow(DF df, const float* src, size_t D, float* dst) {
   const GroupPerm<kKind>& p = Perm<kKind>();
-  const size_t G = kGroupVecs * hn::Lanes(df);
-  size_t d = 0;
-  if (!p.identity) {
-    for (; d + G <= D; d += G)
-      for (size_t i = 0; i < G; ++i) dst[d + p.perm[i]] = src[d + i];
-  }
-  for (; d < D; ++d) dst[d] = src[d];
+  GatherGroups(df, p.inverse, p.identity, src, D, dst);
 }
 
 // out[0..3] = the lane sums of a, b, c, d. A transposing add tree: 3.25 ops per sum instead
