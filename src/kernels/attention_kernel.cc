@@ -322,6 +322,15 @@ HWY_INLINE void PermuteRow(DF df, const float* src, size_t D, float* dst) {
   GatherGroups(df, p.perm, p.identity, src, D, dst);
 }
 
+// The natural index of the element PermuteRow puts at position d of a row of D floats.
+template <KvKind kKind>
+HWY_INLINE size_t PermutedSource(DF df, size_t d, size_t D) {
+  const GroupPerm<kKind>& p = Perm<kKind>();
+  const size_t G = kGroupVecs * hn::Lanes(df);
+  if (p.identity || d >= D / G * G) return d;
+  return d / G * G + static_cast<size_t>(p.perm[d % G]);
+}
+
 // The inverse: dst[perm(i)] = src[i].
 template <KvKind kKind>
 HWY_INLINE void UnpermuteRow(DF df, const float* src, size_t D, float* dst) {
@@ -795,6 +804,8 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     lo[m] = std::max(l, it.kv_begin);
     hi[m] = std::min(h, it.kv_end);
   }
+  // Wide items (many queries per KV head) keep queries in SIMD lanes; see below.
+  const bool wide = Mh > kDirectMaxM;
   const TensorView& qv = a.queries;
   const int64_t qes = static_cast<int64_t>(DTypeSize(qv.dtype));
   for (int64_t m = 0; m < M; ++m) {
@@ -802,8 +813,12 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     const int64_t r = it.row_begin + mh / G, head = (it.head_begin + m / Mh) * G + mh % G;
     const uint8_t* src = static_cast<const uint8_t*>(qv.data) +
                          (r * qv.strides[0] + head * qv.strides[1]) * qes;
-    LoadQuery(df, a, src, static_cast<size_t>(D), sc.kf);  // kf: free until the tiles
-    PermuteRow<kKind>(df, sc.kf, static_cast<size_t>(D), sc.q + m * D);
+    if (wide) {  // natural order: the transposition into lanes applies the permutation
+      LoadQuery(df, a, src, static_cast<size_t>(D), sc.q + m * D);
+    } else {
+      LoadQuery(df, a, src, static_cast<size_t>(D), sc.kf);  // kf: free until the tiles
+      PermuteRow<kKind>(df, sc.kf, static_cast<size_t>(D), sc.q + m * D);
+    }
     sc.mx[m] = -std::numeric_limits<float>::infinity();
     sc.sum[m] = 0.0f;
   }
@@ -830,7 +845,6 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
       }
     }
   };
-  const bool wide = Mh > kDirectMaxM;
   const uint8_t* slot_buf[2][kTile];  // this tile's and the next tile's slots
   const uint8_t* krows[kTile];
   const uint8_t* vrows[kTile];
@@ -858,7 +872,9 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   const size_t Mp = (static_cast<size_t>(Mh) + N - 1) / N * N;
   if (wide) {
     // A gather per column vector and d (a strided scalar copy here was ~6% of a short
-    // prefill). Lane i reads query c + i; padding columns read query 0 and are zeroed.
+    // prefill). Lane i reads query c + i (natural order, so row d of qt gathers element
+    // PermutedSource(d): qt comes out permuted like the K groups); padding columns read
+    // query 0 and are zeroed.
     const hn::RebindToSigned<DF> di;
     for (int64_t hh = 0; hh < H; ++hh) {
       const float* qh = sc.q + hh * Mh * D;
@@ -870,7 +886,8 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
             hn::IfThenElseZero(real, hn::Mul(col, hn::Set(di, static_cast<int32_t>(D))));
         const auto keep = hn::RebindMask(df, real);
         for (int64_t d = 0; d < D; ++d) {
-          hn::StoreU(hn::IfThenElseZero(keep, hn::GatherIndex(df, qh + d, offsets)), df,
+          const float* column = qh + PermutedSource<kKind>(df, static_cast<size_t>(d), ud);
+          hn::StoreU(hn::IfThenElseZero(keep, hn::GatherIndex(df, column, offsets)), df,
                      qt + d * Mp + c);
         }
       }
