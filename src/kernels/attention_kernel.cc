@@ -208,7 +208,8 @@ HWY_INLINE float LoadKvScalar(const uint8_t* row, size_t d) {
 // for the high and low bytes of each value's bf16, then bf16 -> f32 by shift / mask: 9
 // instructions per 64 codes instead of 16, exact for every code). A decode+FMA loop ran
 // 10-25% faster, but the kernel only 0-11% on cache-resident KV and within noise on
-// DRAM: fp8 decode is not what holds the kernel at ~50-60% of its loops' port bound.
+// DRAM: the kernel runs at 50-70% of such a loop's speed (reductions, softmax, prefetch),
+// so the decode's instruction count is not its only limit.
 constexpr int kGroupVecs = 4;
 #if HWY_TARGET == HWY_SCALAR
 constexpr bool kInterleaved = false;
