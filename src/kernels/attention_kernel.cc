@@ -344,6 +344,21 @@ HWY_INLINE void UnpermuteRow(DF df, const float* src, size_t D, float* dst) {
   GatherGroups(df, p.inverse, p.identity, src, D, dst);
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// Per 128-bit block, the partial sums [a, b, c, d]: lane i of every block holds part of the
+// i-th argument's sum (the first half of Sum4).
+HWY_INLINE hn::Vec<DF> BlockSums4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c,
+                                  hn::Vec<DF> d) {
+  // Per block: ab = [a0+a2, b0+b2, a1+a3, b1+b3], likewise cd.
+  const auto ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
+  const auto cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
+  const hn::Repartition<uint64_t, DF> du64;
+  const auto ab64 = hn::BitCast(du64, ab), cd64 = hn::BitCast(du64, cd);
+  return hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, ab64, cd64)),
+                 hn::BitCast(df, hn::InterleaveUpper(du64, ab64, cd64)));
+}
+#endif
+
 // out[0..3] = the lane sums of a, b, c, d. A transposing add tree: 3.25 ops per sum instead
 // of a full reduction (and broadcast) per vector.
 HWY_INLINE void Sum4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c, hn::Vec<DF> d,
@@ -353,14 +368,7 @@ HWY_INLINE void Sum4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c, hn::Vec
   out[0] = hn::GetLane(a), out[1] = hn::GetLane(b), out[2] = hn::GetLane(c);
   out[3] = hn::GetLane(d);
 #else
-  // Per 128-bit block: ab = [a0+a2, b0+b2, a1+a3, b1+b3], likewise cd.
-  const auto ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
-  const auto cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
-  const hn::Repartition<uint64_t, DF> du64;
-  const auto ab64 = hn::BitCast(du64, ab), cd64 = hn::BitCast(du64, cd);
-  // Per block: [a, b, c, d] partial sums.
-  const auto v = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, ab64, cd64)),
-                         hn::BitCast(df, hn::InterleaveUpper(du64, ab64, cd64)));
+  const auto v = BlockSums4(df, a, b, c, d);
 #if HWY_TARGET <= HWY_AVX3
   const hn::Half<DF> d8;
   const auto v8 = hn::Add(hn::LowerHalf(d8, v), hn::UpperHalf(d8, v));
@@ -372,6 +380,47 @@ HWY_INLINE void Sum4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c, hn::Vec
 #else
   hn::StoreU(v, df, out);
 #endif
+#endif
+}
+
+// s[j * kTile + t] = the lane sum of acc[j][t], j < kQ <= 4, t < 4: Sum4 for up to four
+// queries at once. Their per-block partials are added across blocks by block shuffles of
+// all queries together instead of halving one query's vector at a time, and stored four
+// logits per instruction; the sums are added in Sum4's order, so the logits are the same.
+template <int kQ>
+HWY_INLINE void Sum4Queries(DF df, const hn::Vec<DF> (&acc)[kQ][4], float* s) {
+  static_assert(kQ >= 1 && kQ <= 4);
+#if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2)
+  hn::Vec<DF> v[4];
+  for (int j = 0; j < kQ; ++j) v[j] = BlockSums4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+  for (int j = kQ; j < 4; ++j) v[j] = hn::Zero(df);
+#endif
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // Blocks 0+2 and 1+3 of two queries side by side, then the two halves of each.
+  const __m512 p01 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0].raw, v[1].raw, 0x44),
+                                   _mm512_shuffle_f32x4(v[0].raw, v[1].raw, 0xEE));
+  const __m512 p23 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2].raw, v[3].raw, 0x44),
+                                   _mm512_shuffle_f32x4(v[2].raw, v[3].raw, 0xEE));
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, 0x88),
+                                 _mm512_shuffle_f32x4(p01, p23, 0xDD));
+  _mm_storeu_ps(s, _mm512_castps512_ps128(r));
+  if constexpr (kQ > 1) _mm_storeu_ps(s + kTile, _mm512_extractf32x4_ps(r, 1));
+  if constexpr (kQ > 2) _mm_storeu_ps(s + 2 * kTile, _mm512_extractf32x4_ps(r, 2));
+  if constexpr (kQ > 3) _mm_storeu_ps(s + 3 * kTile, _mm512_extractf32x4_ps(r, 3));
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  const hn::Half<DF> d4;
+  for (int j = 0; j < kQ; j += 2) {
+    const auto r = hn::Add(hn::ConcatLowerLower(df, v[j + 1], v[j]),
+                           hn::ConcatUpperUpper(df, v[j + 1], v[j]));
+    hn::StoreU(hn::LowerHalf(d4, r), d4, s + j * kTile);
+    if (j + 1 < kQ) hn::StoreU(hn::UpperHalf(d4, r), d4, s + (j + 1) * kTile);
+  }
+#else
+  for (int j = 0; j < kQ; ++j) {
+    float dot[4];
+    Sum4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3], dot);
+    std::memcpy(s + j * kTile, dot, sizeof(dot));
+  }
 #endif
 }
 
@@ -410,6 +459,14 @@ HWY_INLINE void DotBlock(DF df, const float* HWY_RESTRICT q, size_t D,
       const auto k = LoadKv<kKind>(df, rows[t], d);
       for (int j = 0; j < kQ; ++j) acc[j][t] = hn::MulAdd(hn::LoadU(df, q + j * D + d), k, acc[j][t]);
     }
+  }
+  if constexpr (kT == 4 && kQ > 1) {
+    Sum4Queries<kQ>(df, acc, s);
+    if (d < D) {
+      for (int j = 0; j < kQ; ++j)
+        for (int t = 0; t < kT; ++t) s[j * kTile + t] += TailDot<kKind>(q + j * D, rows[t], d, D);
+    }
+    return;
   }
   for (int j = 0; j < kQ; ++j) {
     float dot[kT];
