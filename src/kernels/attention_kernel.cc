@@ -387,41 +387,44 @@ HWY_INLINE void Sum4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c, hn::Vec
 // queries at once. Their per-block partials are added across blocks by block shuffles of
 // all queries together instead of halving one query's vector at a time, and stored four
 // logits per instruction; the sums are added in Sum4's order, so the logits are the same.
+// One query keeps Sum4 (halving its own vector is cheaper than shuffling three zeros).
 template <int kQ>
 HWY_INLINE void Sum4Queries(DF df, const hn::Vec<DF> (&acc)[kQ][4], float* s) {
   static_assert(kQ >= 1 && kQ <= 4);
+  if constexpr (kQ == 1) {
+    Sum4(df, acc[0][0], acc[0][1], acc[0][2], acc[0][3], s);
+  } else {
 #if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2)
-  hn::Vec<DF> v[4];
-  for (int j = 0; j < kQ; ++j) v[j] = BlockSums4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-  for (int j = kQ; j < 4; ++j) v[j] = hn::Zero(df);
+    hn::Vec<DF> v[4];
+    for (int j = 0; j < kQ; ++j) v[j] = BlockSums4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+    for (int j = kQ; j < 4; ++j) v[j] = hn::Zero(df);
 #endif
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // Blocks 0+2 and 1+3 of two queries side by side, then the two halves of each.
-  const __m512 p01 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0].raw, v[1].raw, 0x44),
-                                   _mm512_shuffle_f32x4(v[0].raw, v[1].raw, 0xEE));
-  const __m512 p23 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2].raw, v[3].raw, 0x44),
-                                   _mm512_shuffle_f32x4(v[2].raw, v[3].raw, 0xEE));
-  const __m512 r = _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, 0x88),
-                                 _mm512_shuffle_f32x4(p01, p23, 0xDD));
-  _mm_storeu_ps(s, _mm512_castps512_ps128(r));
-  if constexpr (kQ > 1) _mm_storeu_ps(s + kTile, _mm512_extractf32x4_ps(r, 1));
-  if constexpr (kQ > 2) _mm_storeu_ps(s + 2 * kTile, _mm512_extractf32x4_ps(r, 2));
-  if constexpr (kQ > 3) _mm_storeu_ps(s + 3 * kTile, _mm512_extractf32x4_ps(r, 3));
+    // Blocks 0+2 and 1+3 of two queries side by side, then the two halves of each.
+    const __m512 p01 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0].raw, v[1].raw, 0x44),
+                                     _mm512_shuffle_f32x4(v[0].raw, v[1].raw, 0xEE));
+    const __m512 p23 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2].raw, v[3].raw, 0x44),
+                                     _mm512_shuffle_f32x4(v[2].raw, v[3].raw, 0xEE));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, 0x88),
+                                   _mm512_shuffle_f32x4(p01, p23, 0xDD));
+    _mm_storeu_ps(s, _mm512_castps512_ps128(r));
+    _mm_storeu_ps(s + kTile, _mm512_extractf32x4_ps(r, 1));
+    if constexpr (kQ > 2) _mm_storeu_ps(s + 2 * kTile, _mm512_extractf32x4_ps(r, 2));
+    if constexpr (kQ > 3) _mm_storeu_ps(s + 3 * kTile, _mm512_extractf32x4_ps(r, 3));
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-  const hn::Half<DF> d4;
-  for (int j = 0; j < kQ; j += 2) {
-    const auto r = hn::Add(hn::ConcatLowerLower(df, v[j + 1], v[j]),
-                           hn::ConcatUpperUpper(df, v[j + 1], v[j]));
-    hn::StoreU(hn::LowerHalf(d4, r), d4, s + j * kTile);
-    if (j + 1 < kQ) hn::StoreU(hn::UpperHalf(d4, r), d4, s + (j + 1) * kTile);
-  }
+    const hn::Half<DF> d4;
+    for (int j = 0; j < kQ; j += 2) {
+      const auto r = hn::Add(hn::ConcatLowerLower(df, v[j + 1], v[j]),
+                             hn::ConcatUpperUpper(df, v[j + 1], v[j]));
+      hn::StoreU(hn::LowerHalf(d4, r), d4, s + j * kTile);
+      if (j + 1 < kQ) hn::StoreU(hn::UpperHalf(d4, r), d4, s + (j + 1) * kTile);
+    }
 #else
-  for (int j = 0; j < kQ; ++j) {
-    float dot[4];
-    Sum4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3], dot);
-    std::memcpy(s + j * kTile, dot, sizeof(dot));
-  }
+    for (int j = 0; j < kQ; ++j) {
+      Sum4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3], s + j * kTile);
+    }
 #endif
+  }
 }
 
 // sum over e in [d, D) of q[e] * K[e]: the elements past the last whole vector. Out of line:
@@ -460,25 +463,15 @@ HWY_INLINE void DotBlock(DF df, const float* HWY_RESTRICT q, size_t D,
       for (int j = 0; j < kQ; ++j) acc[j][t] = hn::MulAdd(hn::LoadU(df, q + j * D + d), k, acc[j][t]);
     }
   }
-  if constexpr (kT == 4 && kQ > 1) {
+  if constexpr (kT == 4) {
     Sum4Queries<kQ>(df, acc, s);
-    if (d < D) {
-      for (int j = 0; j < kQ; ++j)
-        for (int t = 0; t < kT; ++t) s[j * kTile + t] += TailDot<kKind>(q + j * D, rows[t], d, D);
-    }
-    return;
+  } else {
+    for (int j = 0; j < kQ; ++j)
+      for (int t = 0; t < kT; ++t) s[j * kTile + t] = hn::GetLane(hn::SumOfLanes(df, acc[j][t]));
   }
-  for (int j = 0; j < kQ; ++j) {
-    float dot[kT];
-    if constexpr (kT == 4) {
-      Sum4(df, acc[j][0], acc[j][1], acc[j][2], acc[j][3], dot);
-    } else {
-      for (int t = 0; t < kT; ++t) dot[t] = hn::GetLane(hn::SumOfLanes(df, acc[j][t]));
-    }
-    for (int t = 0; t < kT; ++t) {
-      if (d < D) dot[t] += TailDot<kKind>(q + j * D, rows[t], d, D);
-      s[j * kTile + t] = dot[t];
-    }
+  if (d < D) {
+    for (int j = 0; j < kQ; ++j)
+      for (int t = 0; t < kT; ++t) s[j * kTile + t] += TailDot<kKind>(q + j * D, rows[t], d, D);
   }
 }
 
