@@ -2,7 +2,7 @@
 # missing (scripts/install-deps is idempotent), configure with the release preset and build.
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test test-asan demo bench clean models
+.PHONY: all deps build test test-asan test-arm demo bench clean models
 
 all: build
 
@@ -18,14 +18,27 @@ build: deps
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
 
+# Then the aarch64 tests under qemu (test-arm, ~15 minutes); RPA_NO_ARM=1 leaves them out.
 test: build models
 	@ctest --preset release -j $(JOBS)
+	@if [ -z "$(RPA_NO_ARM)" ]; then $(MAKE) --no-print-directory test-arm; fi
 
 # Sanitizer build of the C++ tests (the exhaustive 2^32 sweeps are skipped: too slow there).
 test-asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -j $(JOBS)
+
+# The aarch64 build (NEON and the portable fallback: the dispatched paths an x86 machine
+# cannot run) cross-compiled, its library-level tests run under qemu-user. The model-level
+# tests (real GGUF models, the Python bindings) are left to native runs: emulated, they
+# take hours.
+ARM_LABELS = kernels|numerics|util|kv|layers|engine
+test-arm: deps
+	@bash scripts/install-deps-arm64
+	@cmake --preset arm64 >/dev/null
+	@cmake --build --preset arm64 -j $(JOBS)
+	@ctest --preset arm64 -j $(JOBS) -L '$(ARM_LABELS)'
 
 demo: build models
 	@build/bin/rpa demo
@@ -34,4 +47,4 @@ bench: build
 	@build/bin/bench_numerics
 
 clean:
-	rm -rf build build-debug build-asan
+	rm -rf build build-debug build-asan build-arm64

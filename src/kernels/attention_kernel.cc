@@ -210,6 +210,10 @@ HWY_INLINE float LoadKvScalar(const uint8_t* row, size_t d) {
 // 10-25% faster, but the kernel only 0-11% on cache-resident KV and within noise on
 // DRAM: the kernel runs at 50-70% of such a loop's speed (reductions, softmax, prefetch),
 // so the decode's instruction count is not its only limit.
+// Nor AVX512-BF16 logits: vdpbf16ps does two products per lane, but on this CPU one costs
+// as much as four f32 FMAs (12 independent chains: 0.82 vs 0.20 ns per instruction), so
+// per product it is 2x slower. QK on it (bf16 queries, fp8 K table-decoded to bf16) made
+// the cache-resident 32/8/128 fp8 decode 9% slower, 8/8/128 ~11% faster (one run).
 constexpr int kGroupVecs = 4;
 #if HWY_TARGET == HWY_SCALAR
 constexpr bool kInterleaved = false;
@@ -236,8 +240,7 @@ HWY_INLINE void DecodeGroup(DF df, const uint8_t* row, size_t d, hn::Vec<DF> (&o
   } else {
     const hn::Repartition<uint8_t, DF> du8;
     const hn::Repartition<int16_t, DF> di16;
-    const hn::Repartition<hwy::float16_t, DF> df16;
-    const hn::Half<decltype(df16)> dh16;
+    const hn::Half<hn::Repartition<hwy::float16_t, DF>> dh16;
     const auto x = hn::LoadU(du8, row + d);
     const auto z = hn::Zero(du8);
     auto lo = hn::BitCast(di16, hn::InterleaveLower(du8, z, x));
@@ -247,12 +250,12 @@ HWY_INLINE void DecodeGroup(DF df, const uint8_t* row, size_t d, hn::Vec<DF> (&o
       lo = hn::And(hn::ShiftRight<1>(lo), mask);
       hi = hn::And(hn::ShiftRight<1>(hi), mask);
     }
-    const auto hlo = hn::BitCast(df16, lo);
-    const auto hhi = hn::BitCast(df16, hi);
-    out[0] = hn::PromoteTo(df, hn::LowerHalf(dh16, hlo));
-    out[1] = hn::PromoteTo(df, hn::UpperHalf(dh16, hlo));
-    out[2] = hn::PromoteTo(df, hn::LowerHalf(dh16, hhi));
-    out[3] = hn::PromoteTo(df, hn::UpperHalf(dh16, hhi));
+    // Halves are taken as int16 (Highway's NEON has no f16 UpperHalf), then read as f16.
+    const hn::Half<decltype(di16)> dhi16;
+    out[0] = hn::PromoteTo(df, hn::BitCast(dh16, hn::LowerHalf(dhi16, lo)));
+    out[1] = hn::PromoteTo(df, hn::BitCast(dh16, hn::UpperHalf(dhi16, lo)));
+    out[2] = hn::PromoteTo(df, hn::BitCast(dh16, hn::LowerHalf(dhi16, hi)));
+    out[3] = hn::PromoteTo(df, hn::BitCast(dh16, hn::UpperHalf(dhi16, hi)));
   }
 #endif
 }
@@ -378,6 +381,9 @@ HWY_INLINE void Sum4(DF df, hn::Vec<DF> a, hn::Vec<DF> b, hn::Vec<DF> c, hn::Vec
   const hn::Half<DF> d4;
   hn::StoreU(hn::Add(hn::LowerHalf(d4, v), hn::UpperHalf(d4, v)), d4, out);
 #else
+  // The remaining targets have one 128-bit block (NEON, SSE4, EMU128; the scalable SVE and
+  // RVV targets are disabled, see CMakeLists.txt): v is the four sums.
+  static_assert(HWY_MAX_BYTES == 16, "Sum4: add the blocks of wider vectors first");
   hn::StoreU(v, df, out);
 #endif
 #endif
