@@ -206,7 +206,7 @@ HWY_INLINE float LoadKvScalar(const uint8_t* row, size_t d) {
 // natural order. The scalar target uses the plain decode throughout.
 // Measured and not kept: an AVX3_DL decode of fp8 through two 128-byte tables (vpermi2b
 // for the high and low bytes of each value's bf16, then bf16 -> f32 by shift / mask: 9
-// instructions per 64 codes instead of 16, exact for every code). A decode+FMA loop ran
+// instructions per 64 codes instead of 12, exact for every code). A decode+FMA loop ran
 // 10-25% faster, but the kernel only 0-11% on cache-resident KV and within noise on
 // DRAM: the kernel runs at 50-70% of such a loop's speed (reductions, softmax, prefetch),
 // so the decode's instruction count is not its only limit.
@@ -666,7 +666,7 @@ HWY_INLINE void ScaleRows(DF df, int64_t M, size_t D, const float* alpha, float*
 // time, and P.V broadcasts P^T[t, j] exactly as the direct path broadcasts P[j, t].
 
 // Tokens per register block: kWideT x 2 accumulators plus the query vectors must fit the
-// register file (32 vectors on AVX-512 and NEON/SVE, 16 on SSE/AVX2).
+// register file (32 vectors on AVX-512 and NEON, 16 on SSE/AVX2).
 static_assert(HWY_MAX_BYTES / sizeof(float) <= attention_detail::kMaxLanes);
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
 constexpr int kWideT = 4;

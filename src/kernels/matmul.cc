@@ -6,7 +6,7 @@
 // the two weight vectors once and broadcasts one x value per row: 2 * kRows FMAs per
 // 2 + kRows loads, the weights coming from L1 and x's rows from L1/L2. kRows * 2
 // accumulators + 2 weights + 1 broadcast must fit the register file: kRows = 12 with 32
-// vector registers (AVX-512, NEON, SVE), 6 with 16 (AVX2 and older x86). A panel takes
+// vector registers (AVX-512, NEON), 6 with 16 (AVX2 and older x86). A panel takes
 // 16 / L passes (1 on AVX-512, 2 on AVX2).
 //
 // Blocking (the classic GEMM order, sized for a 32-48 KiB L1 and ≥ 1 MiB L2):
