@@ -214,6 +214,12 @@ HWY_INLINE float LoadKvScalar(const uint8_t* row, size_t d) {
 // as much as four f32 FMAs (12 independent chains: 0.82 vs 0.20 ns per instruction), so
 // per product it is 2x slower. QK on it (bf16 queries, fp8 K table-decoded to bf16) made
 // the cache-resident 32/8/128 fp8 decode 9% slower, 8/8/128 ~11% faster (one run).
+// Nor staging each fp8 tile as f16 in the scratch (6 uops and two stores per 64 codes)
+// for the loops to read with vcvtph2ps from memory, which costs next to nothing on the
+// vector ports here (one conversion plus one FMA: 0.19 ns per pair, as an FMA alone): a
+// G = 1 decode+FMA loop ran 14% faster (4.34 -> 3.75 ns per 64 L1-resident codes), the
+// kernel slower (8/8/128 ctx 16K 20.5 -> 23.4 ms, resident 16.1 -> 19.0; 4/1/256 ctx
+// 16K 6.5 -> 7.8; 9/3/64 within noise).
 constexpr int kGroupVecs = 4;
 #if HWY_TARGET == HWY_SCALAR
 constexpr bool kInterleaved = false;
@@ -1003,6 +1009,15 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         // measures the same as this loop. Spreading it over the head's compute (T0 or T1,
         // over QK or QK and P.V; ctx 4K) was 17-32% slower at 8/8/128 fp8 and 32/8/128
         // bf16, up to 12% faster at 32/8/128 fp8.
+        // It lands in L2 more than in L1: one head's lines of consecutive slots are
+        // slot_bytes apart (4 KiB at 8/8/128 bf16, 2 KiB fp8), so a tile's lines of one head
+        // share a few of L1's 64 sets (12 ways) and evict each other. Also measured, not
+        // kept (decode, 2 cores, interleaved medians): prefetcht2 instead of T0, the same
+        // on a quiet machine (8/8/128 fp8 ctx 16K 23.0 vs 22.0 ms) and 4-12% faster on a
+        // busy one; two heads ahead, slower (8/8/128 bf16 ctx 16K 25.8 -> 31.3 ms, 32/8/128
+        // bf16 ctx 4K 7.9 -> 9.8); every other line (T2, relying on the adjacent-line
+        // prefetcher), ~2x slower; 32-token tiles with a T2 burst, 0.84-1.12x over the
+        // decode matrix, fp8 rows unchanged.
         for (int t = 0, tn = last_head ? next_n : n; t < tn; ++t) {
           for (int64_t b = 0; b < head_bytes; b += 64) hwy::Prefetch(next_slots[t] + offset + b);
         }
