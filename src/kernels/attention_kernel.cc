@@ -1009,9 +1009,11 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         // measures the same as this loop. Spreading it over the head's compute (T0 or T1,
         // over QK or QK and P.V; ctx 4K) was 17-32% slower at 8/8/128 fp8 and 32/8/128
         // bf16, up to 12% faster at 32/8/128 fp8.
-        // It lands in L2 more than in L1: one head's lines of consecutive slots are
-        // slot_bytes apart (4 KiB at 8/8/128 bf16, 2 KiB fp8), so a tile's lines of one head
-        // share a few of L1's 64 sets (12 ways) and evict each other. Also measured, not
+        // By the cache geometry (no counters here to see it) it lands in L2 more than in
+        // L1: one head's lines of consecutive slots are slot_bytes apart (4 KiB at 8/8/128
+        // bf16, 2 KiB fp8), so a tile's lines of one head share a few of L1's 64 sets (12
+        // ways) and evict each other. In a cache-resident run it is ~13% of the samples
+        // (perf, 32/8/128 bf16 ctx 4K, 1 thread). Also measured, not
         // kept (decode, 2 cores, interleaved medians): prefetcht2 instead of T0, the same
         // on a quiet machine (8/8/128 fp8 ctx 16K 23.0 vs 22.0 ms) and 4-12% faster on a
         // busy one; two heads ahead, slower (8/8/128 bf16 ctx 16K 25.8 -> 31.3 ms, 32/8/128
