@@ -1004,22 +1004,17 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         const uint8_t* const* next_slots = last_head ? slot_buf[cur ^ 1] : slots;
         const int64_t offset = last_head ? 0 : (hh + 1) * head_bytes;
         // Measured: without this burst DRAM-bound decode runs ~2x slower (32/8/128 bf16
-        // ctx 4K 8.3 -> 18.3 ms, 8/8/128 fp8 ctx 16K 22 -> 43 ms) while cache-resident runs
-        // get 10-18% faster (the burst's own instructions); issued four per loop step it
-        // measures the same as this loop. Spreading it over the head's compute (T0 or T1,
-        // over QK or QK and P.V; ctx 4K) was 17-32% slower at 8/8/128 fp8 and 32/8/128
-        // bf16, up to 12% faster at 32/8/128 fp8.
-        // By the cache geometry (no counters here to see it) it lands in L2 more than in
-        // L1: one head's lines of consecutive slots are slot_bytes apart (4 KiB at 8/8/128
-        // bf16, 2 KiB fp8), so a tile's lines of one head share a few of L1's 64 sets (12
-        // ways) and evict each other. In a cache-resident run it is ~13% of the samples
-        // (perf, 32/8/128 bf16 ctx 4K, 1 thread). Also measured, not
-        // kept (decode, 2 cores, interleaved medians): prefetcht2 instead of T0, the same
-        // on a quiet machine (8/8/128 fp8 ctx 16K 23.0 vs 22.0 ms) and 4-12% faster on a
-        // busy one; two heads ahead, slower (8/8/128 bf16 ctx 16K 25.8 -> 31.3 ms, 32/8/128
-        // bf16 ctx 4K 7.9 -> 9.8); every other line (T2, relying on the adjacent-line
-        // prefetcher), ~2x slower; 32-token tiles with a T2 burst, 0.84-1.12x over the
-        // decode matrix, fp8 rows unchanged.
+        // ctx 4K 8.3 -> 18.3 ms, 8/8/128 fp8 ctx 16K 22 -> 43 ms), while cache-resident runs
+        // get 7-24% faster (most at G = 1; ~13% of perf samples at 32/8/128 bf16 ctx 4K).
+        // By the cache geometry (no counters here to confirm it) the burst fills L2 more
+        // than L1: one head's lines of consecutive slots are slot_bytes apart (2-4 KiB), so
+        // a tile's lines of one head share a few of L1's 64 sets and evict each other.
+        // Slower or no better (2 cores, interleaved medians): four per loop step (same);
+        // spread over the head's compute, T0 or T1 (17-32% slower at 8/8/128 fp8 and
+        // 32/8/128 bf16 ctx 4K, up to 12% faster at 32/8/128 fp8); prefetcht2 (same when
+        // quiet, 8/8/128 fp8 ctx 16K 23.0 vs 22.0 ms; 4-12% faster when busy); two heads
+        // ahead (8/8/128 bf16 ctx 16K 25.8 -> 31.3 ms); every other line (~2x slower);
+        // 32-token tiles with a T2 burst (0.84-1.12x over the decode matrix, fp8 unchanged).
         for (int t = 0, tn = last_head ? next_n : n; t < tn; ++t) {
           for (int64_t b = 0; b < head_bytes; b += 64) hwy::Prefetch(next_slots[t] + offset + b);
         }
