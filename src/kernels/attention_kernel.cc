@@ -46,6 +46,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "kernels/softmax_exp-inl.h"
 #include "numerics/simd_codec-inl.h"
 
 // Per-target non-SIMD helpers live once (outside the per-target guard).
@@ -641,8 +642,8 @@ HWY_INLINE void SoftmaxTile(DF df, int64_t M, int32_t t0, int n, const int32_t* 
     const auto vnew = hn::Set(df, new_max);
     auto vsum = hn::Zero(df);
     for (int t = 0; t < kTile; t += static_cast<int>(N)) {
-      // Masked lanes are -inf; Exp maps them (below its lower bound) to exactly 0.
-      const auto p = hn::Exp(df, hn::Sub(hn::LoadU(df, sm + t), vnew));
+      // Masked lanes are -inf, which ExpNonPositive maps to exactly 0.
+      const auto p = ExpNonPositive(df, hn::Sub(hn::LoadU(df, sm + t), vnew));
       hn::StoreU(p, df, sm + t);
       vsum = hn::Add(vsum, p);
     }
@@ -746,10 +747,10 @@ HWY_INLINE void WideSoftmax(DF df, size_t Mp, int32_t t0, int n, const int32_t* 
       vmax = hn::Max(vmax, x);
     }
     const auto ref = hn::IfThenZeroElse(hn::Eq(vmax, neg_inf), vmax);
-    const auto a = hn::IfThenElse(hn::Eq(old, vmax), one, hn::Exp(df, hn::Sub(old, ref)));
+    const auto a = hn::IfThenElse(hn::Eq(old, vmax), one, ExpNonPositive(df, hn::Sub(old, ref)));
     auto vsum = hn::Zero(df);
     for (int t = 0; t < n; ++t) {
-      const auto p = hn::Exp(df, hn::Sub(hn::Load(df, st + t * Mp + c), ref));
+      const auto p = ExpNonPositive(df, hn::Sub(hn::Load(df, st + t * Mp + c), ref));
       hn::Store(p, df, st + t * Mp + c);
       vsum = hn::Add(vsum, p);
     }
