@@ -918,10 +918,10 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   const uint8_t* krows[kTile];
   const uint8_t* vrows[kTile];
   const uint8_t* vf_rows[kTile];
-  // Direct (decode-like) items stream the cache and prefetch it in software; without that
-  // the hardware prefetchers leave an fp8 decode at 3.5-4.5 GB/s per core (its slots are
-  // 2 KiB: two tokens, read interleaved, share each 4 KiB page). Two schemes, chosen by
-  // measurement (decode, 8 sequences, ctx 16K, 2 cores, medians of 3 interleaved runs):
+  // Items stream the cache and prefetch it in software; without that the hardware
+  // prefetchers leave an fp8 decode at 3.5-4.5 GB/s per core (its slots are 2 KiB: two
+  // tokens, read interleaved, share each 4 KiB page). Three schemes, chosen by measurement
+  // (decode, 8 sequences, ctx 16K, 2 cores, medians of 3 interleaved runs):
   //  - items of several heads: every K/V line of the next head of this tile (or of the
   //    next tile's first head) is prefetched into L1 in one burst, one head's compute
   //    ahead. 8/8/128 fp8 at ctx 8K: 20.7 -> 11.3 ms; 32/8/128 bf16: 28 -> 19.5 ms.
@@ -930,7 +930,13 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   //    fp8 10.3 -> 6.8 ms. The same stream made 8-head items slower (8/8/128 bf16 26 ->
   //    33 ms, 32/8/128 bf16 38 -> 44 ms) and was within noise at 3 heads (9/3/64);
   //    spreading the per-head burst over the compute was slower too.
-  // Wide items do ~Mh/8 times more compute per byte and prefetch only each slot's first line.
+  //  - wide items (prefill row tiles) use the per-head burst too, into L2 only: their
+  //    compute per byte is ~Mh/8 times the direct path's, so the lines have time to
+  //    arrive, and lines pulled into L1 would evict the queries and decoded tiles first.
+  //    Against prefetching only each slot's first line (calls alternated in one process,
+  //    medians of 7-15, 2 cores): prefill q_len 512 ctx 8K 1.08x (bf16) and 1.21x (fp8)
+  //    faster, ctx 2K 1.02x and 0.98x, ctx 512 within +-1.5%; with T0 instead of T2
+  //    1.05x / 1.07x at ctx 8K and 0.98x / 0.99x at ctx 512.
   const bool stream_tiles = !wide && H == 1;
   LineStream stream;
   for (int t = 0; t < kTile; ++t) vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
@@ -977,17 +983,9 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   for (int32_t t0 = first, cur = 0; t0 < kv_hi; t0 += kTile, cur ^= 1) {
     const int n = static_cast<int>(std::min<int32_t>(kTile, kv_hi - t0));
     const uint8_t* const* slots = slot_buf[cur];
-    // Wide items prefetch the first line of each slot of the next tile: it starts the page
-    // walk and the DRAM access of the next page (a random jump the prefetchers cannot
-    // predict); their compute per byte leaves the rest to the hardware. Direct items
-    // prefetch everything (see stream_tiles).
+    // The next tile's slots, for the prefetches (see stream_tiles).
     const int next_n = static_cast<int>(std::min<int32_t>(kTile, kv_hi - t0 - kTile));
-    if (next_n > 0) {
-      fill_slots(t0 + kTile, next_n, slot_buf[cur ^ 1]);
-      if (wide) {
-        for (int t = 0; t < next_n; ++t) hwy::Prefetch(slot_buf[cur ^ 1][t]);
-      }
-    }
+    if (next_n > 0) fill_slots(t0 + kTile, next_n, slot_buf[cur ^ 1]);
     if (stream_tiles) {
       const int chunks = static_cast<int>((Mh + 3) / 4);
       const int steps = static_cast<int>(H) * (n / 4) * chunks *
@@ -1000,7 +998,7 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         krows[t] = slots[t] + hh * head_bytes;
         vrows[t] = krows[t] + D * es;
       }
-      if (!wide && !stream_tiles) {
+      if (!stream_tiles) {
         const bool last_head = hh + 1 == H;
         const uint8_t* const* next_slots = last_head ? slot_buf[cur ^ 1] : slots;
         const int64_t offset = last_head ? 0 : (hh + 1) * head_bytes;
@@ -1016,8 +1014,17 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         // quiet, 8/8/128 fp8 ctx 16K 23.0 vs 22.0 ms; 4-12% faster when busy); two heads
         // ahead (8/8/128 bf16 ctx 16K 25.8 -> 31.3 ms); every other line (~2x slower);
         // 32-token tiles with a T2 burst (0.84-1.12x over the decode matrix, fp8 unchanged).
-        for (int t = 0, tn = last_head ? next_n : n; t < tn; ++t) {
-          for (int64_t b = 0; b < head_bytes; b += 64) hwy::Prefetch(next_slots[t] + offset + b);
+        const int tn = last_head ? next_n : n;
+        if (wide) {  // into L2 only (prefetcht2 on x86), see stream_tiles
+          for (int t = 0; t < tn; ++t) {
+            for (int64_t b = 0; b < head_bytes; b += 64) {
+              __builtin_prefetch(next_slots[t] + offset + b, /*rw=*/0, /*locality=*/1);
+            }
+          }
+        } else {
+          for (int t = 0; t < tn; ++t) {
+            for (int64_t b = 0; b < head_bytes; b += 64) hwy::Prefetch(next_slots[t] + offset + b);
+          }
         }
       }
       float* acc = sc.acc + hh * Mh * D;
