@@ -21,6 +21,7 @@
 #include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,18 +45,21 @@ constexpr char kUsage[] =
     "         [--kv-dtype bfloat16|float8_e4m3fn|float8_e5m2|float32] [--q-dtype bfloat16|float32]\n"
     "         [--seqs N] [--ctx L] [--q-len Q] [--q-heads H] [--kv-heads K] [--head-dim D]\n"
     "         [--page-size P] [--threads T] [--reps R] [--stream-mib M] [--target SIMD]\n"
-    "         [--decompose] [--json]\n"
+    "         [--decompose] [--versus KV_DTYPE] [--json]\n"
     "  decode: N sequences of 1 new token at context L. prefill: N sequences of Q new tokens\n"
     "  ending at context L. mixed: the first half decode, the rest prefill, one batch.\n"
     "  Defaults: decode bfloat16 (q bfloat16), N=8 L=4096 Q=512 H=8 K=8 D=128 P=16, T = all\n"
     "  cores, R = as many as fit in ~2 s (at least 5), M = 1024 (read-bandwidth buffer),\n"
     "  SIMD = the best this CPU runs (or one of `rpa version`'s list, e.g. AVX2).\n"
-    "  --decompose also times the batch on cache-resident KV: compute vs memory bound.\n";
+    "  --decompose also times the batch on cache-resident KV: compute vs memory bound.\n"
+    "  --versus times the same batch on a cache of another dtype too, alternating calls, and\n"
+    "  reports its median and the speedup over it (robust on a busy machine).\n";
 
 struct Flags {
   std::string mode = "decode";
   DType kv_dtype = DType::kBFloat16;
   DType q_dtype = DType::kBFloat16;
+  std::optional<DType> versus;  // a second cache dtype, timed alternately with kv_dtype
   int64_t seqs = 8, ctx = 4096, q_len = 512, q_heads = 8, kv_heads = 8, head_dim = 128,
           page_size = 16;
   int threads = 0, reps = 0;
@@ -64,6 +68,15 @@ struct Flags {
   bool json = false;
   bool decompose = false;
 };
+
+DType ParseKvDType(std::string_view flag, std::string_view v) {
+  const auto t = TryParseDType(v);
+  if (!t || *t == DType::kFloat16) {
+    throw InvalidArgument(Concat(
+        flag, " expects bfloat16, float8_e4m3fn, float8_e5m2 or float32, got '", v, "'"));
+  }
+  return *t;
+}
 
 // Returns false when --help was asked for.
 bool ParseFlags(Args args, Flags& f) {
@@ -82,13 +95,9 @@ bool ParseFlags(Args args, Flags& f) {
       }
       f.mode = std::string(v);
     } else if (r.Is("--kv-dtype")) {
-      const std::string_view v = r.Value();
-      const auto t = TryParseDType(v);
-      if (!t || *t == DType::kFloat16) {
-        throw InvalidArgument(Concat(
-            "--kv-dtype expects bfloat16, float8_e4m3fn, float8_e5m2 or float32, got '", v, "'"));
-      }
-      f.kv_dtype = *t;
+      f.kv_dtype = ParseKvDType("--kv-dtype", r.Value());
+    } else if (r.Is("--versus")) {
+      f.versus = ParseKvDType("--versus", r.Value());
     } else if (r.Is("--q-dtype")) {
       const std::string_view v = r.Value();
       const auto t = TryParseDType(v);
@@ -153,6 +162,14 @@ std::vector<uint8_t> RandomBytes(DType t, int64_t n, std::mt19937& rng) {
   return out;
 }
 
+// The new K/V, the cache, the options and the plan of one KV cache dtype.
+struct KvCase {
+  std::vector<uint8_t> k, v, cache;
+  TensorView kv, vv, cv;
+  AttentionOptions options;
+  AttentionPlan plan;
+};
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -184,10 +201,23 @@ int RunBenchAttention(Args args) {
 
   std::mt19937 rng(42);
   std::vector<uint8_t> q = RandomBytes(f.q_dtype, T * Hq * D, rng);
-  std::vector<uint8_t> k = RandomBytes(f.kv_dtype, T * Hkv * D, rng);
-  std::vector<uint8_t> v = RandomBytes(f.kv_dtype, T * Hkv * D, rng);
-  std::vector<uint8_t> cache = RandomBytes(f.kv_dtype, num_pages * PS * 2 * Hkv * D, rng);
   std::vector<uint8_t> out(T * Hq * D * DTypeSize(f.q_dtype));
+  const TensorView qv = TensorView::Contiguous(q.data(), f.q_dtype, {T, Hq, D});
+  const TensorView ov = TensorView::Contiguous(out.data(), f.q_dtype, {T, Hq, D});
+  // New K/V and the cache of one dtype, random; the metadata is shared.
+  auto fill_case = [&](KvCase& c, DType dt, std::mt19937& g) {
+    c.k = RandomBytes(dt, T * Hkv * D, g);
+    c.v = RandomBytes(dt, T * Hkv * D, g);
+    c.cache = RandomBytes(dt, num_pages * PS * 2 * Hkv * D, g);
+    c.kv = TensorView::Contiguous(c.k.data(), dt, {T, Hkv, D});
+    c.vv = TensorView::Contiguous(c.v.data(), dt, {T, Hkv, D});
+    c.cv = TensorView::Contiguous(c.cache.data(), dt, {num_pages, PS, 2 * Hkv, D});
+    c.options.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
+    if (IsFp8(dt)) c.options.k_scale = c.options.v_scale = 1.0f;  // as serving passes them
+    c.options.num_threads = f.threads;
+  };
+  KvCase main_case;
+  fill_case(main_case, f.kv_dtype, rng);
   std::vector<int32_t> kv_lens, page_indices(num_pages), cu_q_lens = {0};
   for (int64_t i = 0; i < num_pages; ++i) page_indices[i] = static_cast<int32_t>(i);
   std::shuffle(page_indices.begin(), page_indices.end(), rng);  // a fragmented page pool
@@ -199,41 +229,55 @@ int RunBenchAttention(Args args) {
                                                 : static_cast<int32_t>(f.seqs);
   std::vector<int32_t> distribution = {static_cast<int32_t>(num_decode), prefill_end,
                                        static_cast<int32_t>(f.seqs)};
+  auto plan_case = [&](const KvCase& c, const std::vector<int32_t>& table) {
+    return PlanAttention(ShapeOf(qv, c.kv, c.cv), {kv_lens, table, cu_q_lens, distribution},
+                         c.options);
+  };
+  main_case.plan = plan_case(main_case, page_indices);
+  std::optional<KvCase> versus_case;
+  if (f.versus) {
+    std::mt19937 versus_rng(43);
+    fill_case(versus_case.emplace(), *f.versus, versus_rng);
+    versus_case->plan = plan_case(*versus_case, page_indices);
+  }
+  const int threads = main_case.plan.num_workers;
 
-  const TensorView qv = TensorView::Contiguous(q.data(), f.q_dtype, {T, Hq, D});
-  const TensorView kvw = TensorView::Contiguous(k.data(), f.kv_dtype, {T, Hkv, D});
-  const TensorView vv = TensorView::Contiguous(v.data(), f.kv_dtype, {T, Hkv, D});
-  const TensorView cv =
-      TensorView::Contiguous(cache.data(), f.kv_dtype, {num_pages, PS, 2 * Hkv, D});
-  const TensorView ov = TensorView::Contiguous(out.data(), f.q_dtype, {T, Hq, D});
-  AttentionOptions options;
-  options.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
-  if (IsFp8(f.kv_dtype)) options.k_scale = options.v_scale = 1.0f;  // as serving passes them
-  options.num_threads = f.threads;
-  AttentionPlan plan = PlanAttention(ShapeOf(qv, kvw, cv),
-                                     {kv_lens, page_indices, cu_q_lens, distribution}, options);
-  const int threads = plan.num_workers;
-
-  // Warm up (first touch of the scratch, the pool's threads), then time.
+  // Warm up (first touch of the scratch, the pool's threads), then time. With --versus the
+  // second cache's calls alternate with the main ones, so both see the same machine: on a
+  // shared machine whose speed drifts by +-20% over minutes, only such a ratio compares.
+  auto run = [&](AttentionPlan& p, const KvCase& c) {
+    RunAttention(p, qv, c.kv, c.vv, c.cv, c.options, ov);
+  };
+  std::vector<double> versus_times;
   auto time_plan = [&](AttentionPlan& p, std::vector<double>& times,
-                       std::vector<double>& cpu_times) {
-    for (int i = 0; i < 2; ++i) RunAttention(p, qv, kvw, vv, cv, options, ov);
+                       std::vector<double>& cpu_times, KvCase* other) {
+    for (int i = 0; i < 2; ++i) {
+      run(p, main_case);
+      if (other != nullptr) run(other->plan, *other);
+    }
     const auto start = std::chrono::steady_clock::now();
     for (int r = 0;; ++r) {
       const double c0 = ProcessCpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
-      RunAttention(p, qv, kvw, vv, cv, options, ov);
+      run(p, main_case);
       const auto t1 = std::chrono::steady_clock::now();
       cpu_times.push_back((ProcessCpuSeconds() - c0) / threads);
       times.push_back(std::chrono::duration<double>(t1 - t0).count());
-      const double elapsed = std::chrono::duration<double>(t1 - start).count();
+      if (other != nullptr) {
+        run(other->plan, *other);
+        versus_times.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+      }
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (f.reps > 0 ? r + 1 >= f.reps : (r + 1 >= 5 && elapsed > 2.0)) break;
     }
   };
   std::vector<double> times, cpu_times;
-  time_plan(plan, times, cpu_times);
+  time_plan(main_case.plan, times, cpu_times, versus_case ? &*versus_case : nullptr);
   const double median_s = Median(times);
   const double median_cpu_s = Median(cpu_times);
+  const double versus_s = versus_case ? Median(versus_times) : 0.0;
 
   // The same batch on cache-resident KV: page-table entry j of every sequence names the
   // page of entry j mod R of the first sequence, where R pages hold one kernel tile, so every
@@ -247,10 +291,9 @@ int RunBenchAttention(Args args) {
     for (size_t i = 0; i < resident_table.size(); ++i) {
       resident_table[i] = page_indices[static_cast<int64_t>(i % pps) % resident_pages];
     }
-    AttentionPlan resident_plan = PlanAttention(
-        ShapeOf(qv, kvw, cv), {kv_lens, resident_table, cu_q_lens, distribution}, options);
+    AttentionPlan resident_plan = plan_case(main_case, resident_table);
     std::vector<double> rt, rc;
-    time_plan(resident_plan, rt, rc);
+    time_plan(resident_plan, rt, rc, nullptr);
     resident_s = Median(rt);
   }
 
@@ -292,6 +335,11 @@ int RunBenchAttention(Args args) {
       extra = Concat(", \"resident_ms\": ", resident_s * 1e3, ", \"memory_ms\": ", t_mem * 1e3,
                      ", \"overlap\": ", overlap);
     }
+    if (f.versus) {
+      extra += Concat(", \"versus_kv_dtype\": \"", DTypeName(*f.versus),
+                      "\", \"versus_median_ms\": ", versus_s * 1e3,
+                      ", \"speedup_vs\": ", versus_s / median_s);
+    }
     std::printf(
         "{\"mode\": \"%s\", \"kv_dtype\": \"%.*s\", \"q_dtype\": \"%.*s\", \"seqs\": %lld, "
         "\"ctx\": %lld, \"q_len\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, "
@@ -332,6 +380,11 @@ int RunBenchAttention(Args args) {
     if (f.decompose) {
       std::printf("  on cache-resident KV %.3f ms, memory stream alone %.3f ms, overlap %.2f\n",
                   resident_s * 1e3, t_mem * 1e3, overlap);
+    }
+    if (f.versus) {
+      const std::string_view vn = DTypeName(*f.versus);
+      std::printf("  versus kv=%.*s (calls alternated): median %.3f ms, %.3fx faster than it\n",
+                  static_cast<int>(vn.size()), vn.data(), versus_s * 1e3, versus_s / median_s);
     }
   }
   return 0;

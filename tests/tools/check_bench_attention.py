@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """`rpa bench-attention` end to end: the JSON report has the keys issue 3 names, with
-finite positive values, and --decompose's keys only when asked for; the reported SIMD target
+finite positive values, and --decompose's and --versus's keys only when asked for (--versus:
+the other cache's median and the speedup over it, consistent with each other); the reported
+SIMD target
 is one this build dispatches to (one of `rpa version`'s list), and --target is honoured; bad
 flags fail with a message, not a crash.
 
@@ -48,12 +50,23 @@ def main():
             failures.append(f"--decompose: {key} = {v!r}")
     if not (isinstance(d.get("overlap"), (int, float)) and math.isfinite(d["overlap"])):
         failures.append(f"--decompose: overlap = {d.get('overlap')!r}")
-    if "resident_ms" in bench():
-        failures.append("resident_ms reported without --decompose")
+    plain = bench()
+    for key in ["resident_ms", "versus_median_ms", "speedup_vs"]:
+        if key in plain:
+            failures.append(f"{key} reported without its flag")
+    # --versus: the same batch on a second cache dtype, calls alternated.
+    vs = bench("--kv-dtype", "float8_e4m3fn", "--versus", "bfloat16")
+    vm, sp = vs.get("versus_median_ms"), vs.get("speedup_vs")
+    if vs.get("versus_kv_dtype") != "bfloat16" or not all(
+            isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in (vm, sp)):
+        failures.append(f"--versus: {vs.get('versus_kv_dtype')!r} {vm!r} {sp!r}")
+    elif abs(sp - vm / vs["median_ms"]) > 1e-3 * sp:
+        failures.append(f"--versus: speedup {sp} != {vm} / {vs['median_ms']}")
     forced = bench("--target", targets[-1])
     if forced.get("target") != targets[-1]:
         failures.append(f"--target {targets[-1]} reported {forced.get('target')!r}")
-    for bad in (["--kv-dtype", "int4"], ["--head-dim", "0"], ["--target", "NOPE"]):
+    for bad in (["--kv-dtype", "int4"], ["--head-dim", "0"], ["--target", "NOPE"],
+                ["--versus", "float16"]):
         p = subprocess.run([RPA, "bench-attention", *SMALL, *bad], capture_output=True, text=True)
         if p.returncode == 0 or p.returncode < 0 or not p.stderr.strip():
             failures.append(f"{bad}: exit {p.returncode}, stderr {p.stderr.strip()!r}")
