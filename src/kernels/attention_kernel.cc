@@ -1014,6 +1014,16 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         // quiet, 8/8/128 fp8 ctx 16K 23.0 vs 22.0 ms; 4-12% faster when busy); two heads
         // ahead (8/8/128 bf16 ctx 16K 25.8 -> 31.3 ms); every other line (~2x slower);
         // 32-token tiles with a T2 burst (0.84-1.12x over the decode matrix, fp8 unchanged).
+        // Re-measured with calls alternated in one process (medians of 11-15, ctx 4K/16K):
+        // prefetcht2 0.89-1.04x (worst at 32/8/128 bf16). And a token-major QK (every head
+        // of four slots at a time, so the cache is read in address order for the hardware
+        // prefetchers), PV per head as here: with only each next slot's first line
+        // prefetched 0.58-0.84x, with the next tile streamed into L2 during the QK
+        // (LineStream) 0.70-0.88x (8/8/128, 32/8/128, 9/3/64). In a DRAM-bound run (8/8/128
+        // fp8 ctx 16K, 1 thread) ~30% of the kernel's samples sit on this loop's prefetch;
+        // presumably each miss holds one of the core's few fill buffers for a DRAM latency
+        // and the burst waits for free ones (inferred, no counters here): per-core memory
+        // parallelism, not instructions, bounds it there.
         const int tn = last_head ? next_n : n;
         if (wide) {  // into L2 only (prefetcht2 on x86), see stream_tiles
           for (int t = 0; t < tn; ++t) {
