@@ -6,11 +6,11 @@
 // `exhaustive`); test_softmax_exp every RPA_EXP_STEP-th (for qemu and sanitizer runs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <vector>
 

@@ -2,9 +2,8 @@
 """`rpa bench-attention` end to end: the JSON report has the keys issue 3 names, with
 finite positive values, and --decompose's and --versus's keys only when asked for (--versus:
 the other cache's median and the speedup over it, consistent with each other); the reported
-SIMD target
-is one this build dispatches to (one of `rpa version`'s list), and --target is honoured; bad
-flags fail with a message, not a crash.
+SIMD target is one this build dispatches to (one of `rpa version`'s list), and --target is
+honoured; bad flags fail with a message, not a crash.
 
 usage: check_bench_attention.py RPA_BINARY
 """
