@@ -57,6 +57,9 @@ namespace attention_detail {
 
 constexpr int kTile = kAttentionTileTokens;
 constexpr int kDirectMaxM = 8;  // above this many queries, tiles are decoded to f32 once
+// Direct items reading at most this many K/V bytes per token stream the next tile into L2
+// instead of bursting each next head into L1 (see stream_tiles).
+constexpr int64_t kStreamMaxSlotBytes = 1024;
 constexpr int kMaxLanes = 64;   // f32 lanes of the widest vector any Highway target has (2048 bits)
 
 // Prefetches a run of cache lines (the next tile's page slots) into L2 a few at a time,
@@ -156,6 +159,7 @@ namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
 using attention_detail::kDirectMaxM;
+using attention_detail::kStreamMaxSlotBytes;
 using attention_detail::kTile;
 using attention_detail::LineStream;
 using attention_detail::Scratch;
@@ -925,11 +929,16 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   //  - items of several heads: every K/V line of the next head of this tile (or of the
   //    next tile's first head) is prefetched into L1 in one burst, one head's compute
   //    ahead. 8/8/128 fp8 at ctx 8K: 20.7 -> 11.3 ms; 32/8/128 bf16: 28 -> 19.5 ms.
-  //  - items of one head (Hkv = 1 models, e.g. Gemma 3 270M): the next tile is streamed
-  //    into L2 a few lines per compute step (LineStream). 4/1/256: bf16 11.8 -> 9.9 ms,
-  //    fp8 10.3 -> 6.8 ms. The same stream made 8-head items slower (8/8/128 bf16 26 ->
-  //    33 ms, 32/8/128 bf16 38 -> 44 ms) and was within noise at 3 heads (9/3/64);
-  //    spreading the per-head burst over the compute was slower too.
+  //  - items of one head (Hkv = 1 models, e.g. Gemma 3 270M) or of a few heads with at
+  //    most kStreamMaxSlotBytes of K/V per token (e.g. SmolLM2's 3 heads of 64): the next
+  //    tile is streamed into L2 a few lines per compute step (LineStream). 4/1/256: bf16
+  //    11.8 -> 9.9 ms, fp8 10.3 -> 6.8 ms. Against the burst, calls alternated in one
+  //    process (three medians of 41 each, ctx 4K / 16K): bf16 9/3/64 1.02-1.06x / 1.06-1.09x,
+  //    12/4/64 1.01-1.04x / 1.03-1.07x, 16/2/128 1.03-1.20x / 1.15-1.25x; fp8 0.98-1.06x
+  //    at those shapes but 12/4/128 (0.94-0.96x at 4K, 1.06-1.08x at 16K); shapes above the
+  //    limit unchanged (0.95-1.02x). Earlier the same stream made 8-head items slower
+  //    (8/8/128 bf16 26 -> 33 ms, 32/8/128 bf16 38 -> 44 ms); spreading the per-head
+  //    burst over the compute was slower too.
   //  - wide items (prefill row tiles) use the per-head burst too, into L2 only: their
   //    compute per byte is ~Mh/8 times the direct path's, so the lines have time to
   //    arrive, and lines pulled into L1 would evict the queries and decoded tiles first.
@@ -937,7 +946,7 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   //    medians of 7-15, 2 cores): prefill q_len 512 ctx 8K 1.08x (bf16) and 1.21x (fp8)
   //    faster, ctx 2K 1.02x and 0.98x, ctx 512 within +-1.5%; with T0 instead of T2
   //    1.05x / 1.07x at ctx 8K and 0.98x / 0.99x at ctx 512.
-  const bool stream_tiles = !wide && H == 1;
+  const bool stream_tiles = !wide && (H == 1 || H * head_bytes <= kStreamMaxSlotBytes);
   LineStream stream;
   for (int t = 0; t < kTile; ++t) vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
   const size_t ud = static_cast<size_t>(D);
