@@ -248,9 +248,10 @@ int RunBenchAttention(Args args) {
   auto run = [&](AttentionPlan& p, const KvCase& c) {
     RunAttention(p, qv, c.kv, c.vv, c.cv, c.options, ov);
   };
-  std::vector<double> versus_times;
+  // times / cpu_times: the main cache's calls; other_times: those of `other`, if given.
   auto time_plan = [&](AttentionPlan& p, std::vector<double>& times,
-                       std::vector<double>& cpu_times, KvCase* other) {
+                       std::vector<double>& cpu_times, KvCase* other,
+                       std::vector<double>* other_times) {
     for (int i = 0; i < 2; ++i) {
       run(p, main_case);
       if (other != nullptr) run(other->plan, *other);
@@ -265,7 +266,7 @@ int RunBenchAttention(Args args) {
       times.push_back(std::chrono::duration<double>(t1 - t0).count());
       if (other != nullptr) {
         run(other->plan, *other);
-        versus_times.push_back(
+        other_times->push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
       }
       const double elapsed =
@@ -273,8 +274,9 @@ int RunBenchAttention(Args args) {
       if (f.reps > 0 ? r + 1 >= f.reps : (r + 1 >= 5 && elapsed > 2.0)) break;
     }
   };
-  std::vector<double> times, cpu_times;
-  time_plan(main_case.plan, times, cpu_times, versus_case ? &*versus_case : nullptr);
+  std::vector<double> times, cpu_times, versus_times;
+  time_plan(main_case.plan, times, cpu_times, versus_case ? &*versus_case : nullptr,
+            &versus_times);
   const double median_s = Median(times);
   const double median_cpu_s = Median(cpu_times);
   const double versus_s = versus_case ? Median(versus_times) : 0.0;
@@ -293,7 +295,7 @@ int RunBenchAttention(Args args) {
     }
     AttentionPlan resident_plan = plan_case(main_case, resident_table);
     std::vector<double> rt, rc;
-    time_plan(resident_plan, rt, rc, nullptr);
+    time_plan(resident_plan, rt, rc, nullptr, nullptr);
     resident_s = Median(rt);
   }
 

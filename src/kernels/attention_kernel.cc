@@ -1033,16 +1033,14 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
         // presumably each miss holds one of the core's few fill buffers for a DRAM latency
         // and the burst waits for free ones (inferred, no counters here): per-core memory
         // parallelism, not instructions, bounds it there.
-        const int tn = last_head ? next_n : n;
-        if (wide) {  // into L2 only (prefetcht2 on x86), see stream_tiles
-          for (int t = 0; t < tn; ++t) {
-            for (int64_t b = 0; b < head_bytes; b += 64) {
-              __builtin_prefetch(next_slots[t] + offset + b, /*rw=*/0, /*locality=*/1);
+        for (int t = 0, tn = last_head ? next_n : n; t < tn; ++t) {
+          for (int64_t b = 0; b < head_bytes; b += 64) {
+            const uint8_t* line = next_slots[t] + offset + b;
+            if (wide) {  // into L2 only (prefetcht2 on x86), see stream_tiles
+              __builtin_prefetch(line, /*rw=*/0, /*locality=*/1);
+            } else {
+              hwy::Prefetch(line);
             }
-          }
-        } else {
-          for (int t = 0; t < tn; ++t) {
-            for (int64_t b = 0; b < head_bytes; b += 64) hwy::Prefetch(next_slots[t] + offset + b);
           }
         }
       }
