@@ -198,10 +198,12 @@ void RunAttention(AttentionPlan& plan, const TensorView& queries, const TensorVi
   args.queries = queries;
   args.kv_cache = kv_cache;
   args.output = output;
-  const float k_factor = KvDecodeFactor(kv_cache.dtype);
+  const KvDecodeScales decode = KvDecodeScalesFor(kv_cache.dtype);
   args.logit_scale = options.sm_scale * options.k_scale.value_or(1.0f) *
-                     options.q_scale.value_or(1.0f) * k_factor;
-  args.out_scale = options.v_scale.value_or(1.0f) * KvDecodeFactor(kv_cache.dtype);
+                     options.q_scale.value_or(1.0f) * decode.query;
+  args.logit_factor = decode.logit;
+  args.weight_factor = decode.weight;
+  args.out_scale = options.v_scale.value_or(1.0f);
   args.quantize_q = options.q_scale.has_value();
   args.q_scale = options.q_scale.value_or(1.0f);
   args.has_soft_cap = options.soft_cap.has_value();

@@ -17,6 +17,13 @@
 //   DecodeE5M2(df, const uint8_t*)          value; 0x7C/0xFC -> +-inf, NaN codes -> +-qNaN
 //   DecodeE5M2Finite(df, const uint8_t*)    value for finite codes; inf/NaN codes give an
 //                                           unspecified (finite or not) result. Cheapest.
+//   DecodeE4M3FNBiased(df, const uint8_t*)  value * 2^-120 (kE4M3FNBiasExp), the code's own
+//                                           exponent and fraction fields in an f32: three
+//                                           integer ops, no f16 conversion. Subnormal codes
+//                                           give f32 subnormals (exact only with DAZ off);
+//                                           NaN codes give +-480 * 2^-120.
+//   DecodeE5M2Biased(df, const uint8_t*)    value * 2^-112 (kE5M2BiasExp) for finite codes,
+//                                           likewise; inf/NaN codes give finite values.
 //   DecodeBF16(df, const uint16_t*)         value (NaN payload kept, as BF16ToF32)
 //   DecodeF16(df, const uint16_t*)          value; NaN -> +-qNaN
 // Encoding (one Vec<DF> -> Lanes(df) codes), round to nearest even in one step:
@@ -49,6 +56,12 @@
 
 #include "numerics/dtype.h"
 #include "numerics/scalar_codec.h"
+
+namespace rpa {
+// The biased decodes' scaling: f32 exponent bias 127 minus the format's (7, 15).
+constexpr int kE4M3FNBiasExp = 120;
+constexpr int kE5M2BiasExp = 112;
+}  // namespace rpa
 #endif  // RPA_NUMERICS_SIMD_CODEC_COMMON_H_
 
 // Per-target include guard.
@@ -95,15 +108,43 @@ HWY_INLINE hn::Vec<DF> F16BitsToF32(DF df, VU16 bits) {
 // e4m3fn -> value * 2^-8. (sign << 8) | (magnitude << 7) is the f16 whose exponent field
 // equals e4m3's and whose fraction is e4m3's three bits: f16 bias 15 vs e4m3 bias 7 makes
 // it value * 2^-8, subnormals included (both formats' subnormals have exponent field 0).
+// The code is sign-extended to 16 bits (bits 15..7 all the sign), so one shift left by 7
+// puts the magnitude at bits 13..7 and the sign at bits 15 and 14; the mask clears bit 14.
 template <class DF>
 HWY_INLINE hn::Vec<DF> DecodeE4M3FNScaled(DF df, const uint8_t* HWY_RESTRICT p) {
-  const hn::Rebind<uint8_t, DF> du8;
-  const hn::Rebind<uint16_t, DF> du16;
+  const hn::Rebind<int8_t, DF> di8;
+  const hn::Rebind<int16_t, DF> di16;
   const hn::Rebind<hwy::float16_t, DF> df16;
-  const auto b = hn::PromoteTo(du16, hn::LoadU(du8, p));
-  const auto h = hn::Or(hn::And(hn::ShiftLeft<8>(b), hn::Set(du16, 0x8000)),
-                        hn::And(hn::ShiftLeft<7>(b), hn::Set(du16, 0x3F80)));
+  const auto b = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
+  const auto h = hn::And(hn::ShiftLeft<7>(b), hn::Set(di16, static_cast<int16_t>(0xBF80)));
   return hn::PromoteTo(df, hn::BitCast(df16, h));
+}
+
+// The biased decodes: the code sign-extended to 32 bits (bits 31..7 all the sign), shifted
+// left so its magnitude bits (exponent, fraction) land at the top of the f32's exponent
+// and fraction fields, masked to sign | magnitude. The f32 then has the format's exponent
+// field and fraction, read with bias 127 instead of the format's: value * 2^-(127 - bias).
+// Subnormal codes (exponent field 0) land on f32 subnormals with the same scaling.
+// On x86 this is 3 cheap ops per vector (vpmovsxbd from memory, vpslld, vpand) where the
+// f16 route needs unpacks, lane extracts and vcvtph2ps from a register (as costly as an FMA).
+template <int kShift, uint32_t kMask, class DF>
+HWY_INLINE hn::Vec<DF> DecodeFp8Biased(DF df, const uint8_t* HWY_RESTRICT p) {
+  const hn::Rebind<int8_t, DF> di8;
+  const hn::RebindToSigned<DF> di32;
+  const auto b = hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
+  return hn::BitCast(df, hn::And(hn::ShiftLeft<kShift>(b), hn::Set(di32, static_cast<int32_t>(kMask))));
+}
+
+// e4m3fn s.eeee.mmm -> bits 31 | 26..23 | 22..20: value * 2^-120.
+template <class DF>
+HWY_INLINE hn::Vec<DF> DecodeE4M3FNBiased(DF df, const uint8_t* HWY_RESTRICT p) {
+  return DecodeFp8Biased<20, 0x87F00000u>(df, p);
+}
+
+// e5m2 s.eeeee.mm -> bits 31 | 27..23 | 22..21: value * 2^-112 (finite codes).
+template <class DF>
+HWY_INLINE hn::Vec<DF> DecodeE5M2Biased(DF df, const uint8_t* HWY_RESTRICT p) {
+  return DecodeFp8Biased<21, 0x8FE00000u>(df, p);
 }
 
 // e4m3fn -> value, exact; 0x7F/0xFF -> +-qNaN. Their scaled decode is exactly +-1.875 and

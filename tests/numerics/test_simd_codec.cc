@@ -49,6 +49,10 @@ void TestDecoders() {
       DecodeAll(codes8.data(), 1, 256, [](auto df, const uint8_t* p) { return DecodeE5M2(df, p); });
   const auto e5m2_finite = DecodeAll(
       codes8.data(), 1, 256, [](auto df, const uint8_t* p) { return DecodeE5M2Finite(df, p); });
+  const auto e4m3_biased = DecodeAll(
+      codes8.data(), 1, 256, [](auto df, const uint8_t* p) { return DecodeE4M3FNBiased(df, p); });
+  const auto e5m2_biased = DecodeAll(
+      codes8.data(), 1, 256, [](auto df, const uint8_t* p) { return DecodeE5M2Biased(df, p); });
   for (int c = 0; c < 256; ++c) {
     const auto code = static_cast<uint8_t>(c);
     EXPECT_EQ(F32Bits(e4m3[c]), F32Bits(E4M3FNToF32(code))) << "e4m3fn code " << c;
@@ -61,6 +65,23 @@ void TestDecoders() {
     }
     if ((c & 0x7F) < 0x7C) {
       EXPECT_EQ(F32Bits(e5m2_finite[c]), F32Bits(E5M2ToF32(code))) << "e5m2 finite code " << c;
+    }
+    // The biased decodes: value * 2^-bias, exact in f32 (subnormals included: the smallest,
+    // 2^-9 * 2^-120 and 2^-16 * 2^-112, are multiples of 2^-149). ldexp in double, then one
+    // exact conversion, is independent of the bit manipulation under test.
+    if ((c & 0x7F) == 0x7F) {  // documented: NaN codes decode as +-480 * 2^-120
+      EXPECT_EQ(e4m3_biased[c], static_cast<float>(std::ldexp((c & 0x80) ? -480.0 : 480.0, -120)));
+    } else {
+      EXPECT_EQ(F32Bits(e4m3_biased[c]),
+                F32Bits(static_cast<float>(std::ldexp(double{E4M3FNToF32(code)}, -kE4M3FNBiasExp))))
+          << "e4m3fn biased code " << c;
+    }
+    if ((c & 0x7F) < 0x7C) {
+      EXPECT_EQ(F32Bits(e5m2_biased[c]),
+                F32Bits(static_cast<float>(std::ldexp(double{E5M2ToF32(code)}, -kE5M2BiasExp))))
+          << "e5m2 biased code " << c;
+    } else {  // documented: inf / NaN codes give finite values
+      EXPECT_TRUE(std::isfinite(e5m2_biased[c])) << c;
     }
   }
 
