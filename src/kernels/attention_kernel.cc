@@ -592,11 +592,16 @@ HWY_INLINE hn::Vec<DF> SoftCap(DF df, hn::Vec<DF> x, float cap) {
 
 // What the softmax does to the raw logits q'.k' on the way in and to the weights it leaves
 // for P.V (see KvDecodeScales: factors that undo the K and V decodes' bias, 1 for bf16).
+// Without a cap the raw logits stay as they are in the tile (masked ones -inf): their max
+// is scaled once, and exp takes raw * logit - max in one fused step, so the factor costs no
+// pass over the tile (bf16: factor 1, the same roundings as x - max).
 struct SoftmaxScales {
   float logit = 1.0f;  // logit = raw * logit, then the soft cap
   bool has_cap = false;
   float cap = 0.0f;
   float weight = 1.0f;  // weight left for P.V = p * weight; the running sum adds p
+  // The factor from what the tile holds after masking to logits: 1 once capped.
+  float stored() const { return has_cap ? 1.0f : logit; }
 };
 
 // Online softmax over one tile: masks S[m, 0:kTile) to the query's visible positions
@@ -607,8 +612,8 @@ HWY_INLINE void SoftmaxTile(DF df, int64_t M, int32_t t0, int n, const int32_t* 
                             const int32_t* hi, const SoftmaxScales& sc, float* s, float* mx,
                             float* sum, float* alpha) {
   const size_t N = hn::Lanes(df);
-  const bool rescale = sc.logit != 1.0f;
   const auto logit = hn::Set(df, sc.logit), weight = hn::Set(df, sc.weight);
+  const auto stored = hn::Set(df, sc.stored());
   const hn::RebindToSigned<DF> di;
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
   for (int64_t m = 0; m < M; ++m) {
@@ -620,23 +625,22 @@ HWY_INLINE void SoftmaxTile(DF df, int64_t M, int32_t t0, int n, const int32_t* 
       alpha[m] = 1.0f;
       continue;
     }
-    // A tile visible whole (most tiles of a long context) needs no mask: S is final as
-    // computed unless rescaled or capped.
+    // A tile visible whole (most tiles of a long context) needs no mask: S stays as
+    // computed unless capped.
     const bool whole = l == t0 && h == t0 + kTile;
     auto vmax = neg_inf;
     for (int t = 0; t < kTile; t += static_cast<int>(N)) {
       auto x = hn::LoadU(df, sm + t);
-      if (rescale) x = hn::Mul(x, logit);
-      if (sc.has_cap) x = SoftCap(df, x, sc.cap);
+      if (sc.has_cap) x = SoftCap(df, hn::Mul(x, logit), sc.cap);
       if (!whole) {
         const auto pos = hn::Iota(di, t0 + t);
         const auto vis = hn::And(hn::Lt(hn::Set(di, l - 1), pos), hn::Lt(pos, hn::Set(di, h)));
         x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
       }
-      if (rescale || sc.has_cap || !whole) hn::StoreU(x, df, sm + t);
+      if (sc.has_cap || !whole) hn::StoreU(x, df, sm + t);
       vmax = hn::Max(vmax, x);
     }
-    const float tile_max = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const float tile_max = hn::GetLane(hn::MaxOfLanes(df, vmax)) * sc.stored();
     const float new_max = std::max(mx[m], tile_max);
     // exp(-inf) = 0: the first visible tile zeroes the (empty) accumulator.
     alpha[m] = mx[m] == new_max ? 1.0f : std::exp(mx[m] - new_max);
@@ -644,7 +648,7 @@ HWY_INLINE void SoftmaxTile(DF df, int64_t M, int32_t t0, int n, const int32_t* 
     auto vsum = hn::Zero(df);
     for (int t = 0; t < kTile; t += static_cast<int>(N)) {
       // Masked lanes are -inf, which ExpNonPositive maps to exactly 0.
-      const auto p = ExpNonPositive(df, hn::Sub(hn::LoadU(df, sm + t), vnew));
+      const auto p = ExpNonPositive(df, hn::MulSub(hn::LoadU(df, sm + t), stored, vnew));
       hn::StoreU(hn::Mul(p, weight), df, sm + t);
       vsum = hn::Add(vsum, p);
     }
@@ -725,8 +729,8 @@ HWY_INLINE void WideSoftmax(DF df, size_t Mp, int32_t t0, int n, const int32_t* 
                             const int32_t* hi, const SoftmaxScales& sc, float* st, float* mx,
                             float* sum, float* alpha) {
   const size_t N = hn::Lanes(df);
-  const bool rescale = sc.logit != 1.0f;
   const auto logit = hn::Set(df, sc.logit), weight = hn::Set(df, sc.weight);
+  const auto stored = hn::Set(df, sc.stored());
   const hn::RebindToSigned<DF> di;
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
   const auto one = hn::Set(df, 1.0f);
@@ -737,24 +741,24 @@ HWY_INLINE void WideSoftmax(DF df, size_t Mp, int32_t t0, int n, const int32_t* 
     // Columns that all see the whole tile (below the causal diagonal) need no mask.
     const bool whole = hn::AllTrue(di, hn::Lt(lo_m1, hn::Set(di, t0))) &&
                        hn::AllTrue(di, hn::Lt(hn::Set(di, t0 + n - 1), vhi));
-    auto vmax = old;
+    auto vmax = neg_inf;  // of the stored values
     for (int t = 0; t < n; ++t) {
       auto x = hn::Load(df, st + t * Mp + c);
-      if (rescale) x = hn::Mul(x, logit);
-      if (sc.has_cap) x = SoftCap(df, x, sc.cap);
+      if (sc.has_cap) x = SoftCap(df, hn::Mul(x, logit), sc.cap);
       if (!whole) {
         const auto pos = hn::Set(di, t0 + t);
         const auto vis = hn::And(hn::Lt(lo_m1, pos), hn::Lt(pos, vhi));
         x = hn::IfThenElse(hn::RebindMask(df, vis), x, neg_inf);
       }
-      if (rescale || sc.has_cap || !whole) hn::Store(x, df, st + t * Mp + c);
+      if (sc.has_cap || !whole) hn::Store(x, df, st + t * Mp + c);
       vmax = hn::Max(vmax, x);
     }
+    vmax = hn::Max(old, hn::Mul(vmax, stored));
     const auto ref = hn::IfThenZeroElse(hn::Eq(vmax, neg_inf), vmax);
     const auto a = hn::IfThenElse(hn::Eq(old, vmax), one, ExpNonPositive(df, hn::Sub(old, ref)));
     auto vsum = hn::Zero(df);
     for (int t = 0; t < n; ++t) {
-      const auto p = ExpNonPositive(df, hn::Sub(hn::Load(df, st + t * Mp + c), ref));
+      const auto p = ExpNonPositive(df, hn::MulSub(hn::Load(df, st + t * Mp + c), stored, ref));
       hn::Store(hn::Mul(p, weight), df, st + t * Mp + c);
       vsum = hn::Add(vsum, p);
     }
