@@ -36,8 +36,9 @@ struct AttentionKernelArgs {
 // Undoing the kernel's K/V decode for a cache dtype. fp8 is decoded to value * 2^-bias
 // (bias 120 for e4m3fn, 112 for e5m2: the code's bits placed in an f32, see
 // DecodeE4M3FNBiased), so a logit q.k takes 2^bias back and P.V products p * v do too:
-//   query * logit = 2^bias: q carries 2^64 (|q'| overflows only past 2^64 * ..., products
-//     stay normal down to |q * k| = 2^-70), each logit the rest;
+//   query * logit = 2^bias: q carries 2^64 (q' = q * scale * 2^64 overflows only for
+//     |q * scale| >= 2^64; products q' * k' stay normal down to |q * scale * k| = 2^-70),
+//     each logit the rest;
 //   weight = 2^bias: the weights p (at most 1, zero below 2^-126) scaled into [2^-6, 2^bias]
 //     so p' * v' = p * v exactly, the products of an unbiased decode.
 // All factors are powers of two: the logits, weights and outputs are bit for bit those of

@@ -132,7 +132,8 @@ HWY_INLINE hn::Vec<DF> DecodeFp8Biased(DF df, const uint8_t* HWY_RESTRICT p) {
   const hn::Rebind<int8_t, DF> di8;
   const hn::RebindToSigned<DF> di32;
   const auto b = hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
-  return hn::BitCast(df, hn::And(hn::ShiftLeft<kShift>(b), hn::Set(di32, static_cast<int32_t>(kMask))));
+  return hn::BitCast(df,
+                     hn::And(hn::ShiftLeft<kShift>(b), hn::Set(di32, static_cast<int32_t>(kMask))));
 }
 
 // e4m3fn s.eeee.mmm -> bits 31 | 26..23 | 22..20: value * 2^-120.

@@ -10,6 +10,7 @@
 // clears the flags for its work (ExactSubnormals).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,8 +20,6 @@
 #include "tests/kernels/rpa_cases.h"
 #include "tests/kernels/rpa_check.h"
 #include "tests/numerics/target_loop.h"
-
-#include <cstdint>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
