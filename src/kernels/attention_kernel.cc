@@ -511,7 +511,9 @@ HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t
 // On 16-register targets kQ = 4 needs 16 accumulators + 4 decoded + 1 weight, so GCC
 // spills five accumulators. Measured and not kept: the group in two half passes (8
 // accumulators, each V row read twice, weights broadcast twice), 0.91-0.98x on
-// cache-resident 32/8/128 and 4/1/256, bf16 and fp8 (1 thread, calls alternated).
+// cache-resident 32/8/128 and 4/1/256, bf16 and fp8 (1 thread, calls alternated); nor,
+// for the natural-order decodes, groups of 3 vectors (12 accumulators, no spill):
+// 0.88-0.97x there, 1.00x at 9/3/64 (fp8).
 template <KvKind kKind, int kQ>
 HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt,
                         const uint8_t* const* rows, int n, float* HWY_RESTRICT acc, size_t D,
