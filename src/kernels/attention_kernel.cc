@@ -192,9 +192,10 @@ HWY_INLINE float LoadKvScalar(const uint8_t* row, size_t d) {
     std::memcpy(&b, row + 2 * d, 2);
     return BF16ToF32(b);
   } else if constexpr (kKind == KvKind::kE4M3Biased) {
-    return std::ldexp(E4M3FNToF32(row[d]), -kE4M3FNBiasExp);  // exact, as the vector decode
+    static_assert(kE4M3FNBiasExp == 120 && kE5M2BiasExp == 112);
+    return E4M3FNToF32(row[d]) * 0x1p-120f;  // exact (a power of two), as the vector decode
   } else {
-    return std::ldexp(E5M2ToF32(row[d]), -kE5M2BiasExp);
+    return E5M2ToF32(row[d]) * 0x1p-112f;
   }
 }
 

@@ -20,10 +20,7 @@
 #include "tests/kernels/rpa_cases.h"
 #include "tests/kernels/rpa_check.h"
 #include "tests/numerics/target_loop.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
+#include "util/float_env.h"
 
 namespace rpa::testing {
 namespace {
@@ -106,40 +103,23 @@ TEST(RpaFp8Exact, E5M2CacheEqualsF32CacheOfItsValues) {
   for (const int d : {128, 80, 72}) ExpectFp8EqualsF32Twin(MixedCase(DType::kFloat8E5M2, d, 6));
 }
 
-// The thread's flush flags: x86 MXCSR FTZ (bit 15) | DAZ (bit 6), AArch64 FPCR.FZ (bit 24).
-#if defined(__x86_64__) || defined(__i386__)
-constexpr uint64_t kFlushBits = 0x8040;
-uint64_t GetFloatControl() { return _mm_getcsr(); }
-void SetFloatControl(uint64_t v) { _mm_setcsr(static_cast<unsigned>(v)); }
-#elif defined(__aarch64__)
-constexpr uint64_t kFlushBits = uint64_t{1} << 24;
-uint64_t GetFloatControl() {
-  uint64_t v;
-  asm volatile("mrs %0, fpcr" : "=r"(v));
-  return v;
-}
-void SetFloatControl(uint64_t v) { asm volatile("msr fpcr, %0" : : "r"(v)); }
-#else
-constexpr uint64_t kFlushBits = 0;
-uint64_t GetFloatControl() { return 0; }
-void SetFloatControl(uint64_t) {}
-#endif
-
 // Small K/V (magnitude 2^-5 for e4m3fn, 2^-13 for e5m2, whose subnormals lie below 2^-6
 // and 2^-14): about half the codes are subnormals, f32 subnormals once decoded.
 // One thread, so every item runs on this thread with its flags set.
 TEST(RpaFp8Exact, SubnormalCodesSurviveCallerFlushToZero) {
-  if (kFlushBits == 0) GTEST_SKIP() << "no flush-to-zero control known on this architecture";
+  if (kFlushSubnormalBits == 0)
+    GTEST_SKIP() << "no flush-to-zero control known on this architecture";
   for (const DType kv : {DType::kFloat8E4M3FN, DType::kFloat8E5M2}) {
     RpaCase c = MixedCase(kv, 128, 7);
     c.kv_magnitude = kv == DType::kFloat8E4M3FN ? 0x1p-5f : 0x1p-13f;
     c.num_threads = 1;
-    const uint64_t saved = GetFloatControl();
-    SetFloatControl(saved | kFlushBits);
+    const uint64_t saved = ReadFloatControl();
+    WriteFloatControl(saved | kFlushSubnormalBits);
     ExpectFp8EqualsF32Twin(c);
-    const uint64_t after = GetFloatControl();
-    SetFloatControl(saved);
-    EXPECT_EQ(after & kFlushBits, kFlushBits) << "the kernel left the caller's flags changed";
+    const uint64_t after = ReadFloatControl();
+    WriteFloatControl(saved);
+    EXPECT_EQ(after & kFlushSubnormalBits, kFlushSubnormalBits)
+        << "the kernel left the caller's flags changed";
   }
 }
 
