@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attention_kernel.h"
 #include "numerics/scalar_codec.h"
@@ -106,6 +107,7 @@ struct Scratch {
   // Wide items (more than kDirectMaxM queries per KV head) keep queries in SIMD lanes: each
   // head's Mh queries are padded to Mp columns, a multiple of the target's vector width.
   float* qt;     // [H, D, Mp] transposed queries
+  float* acct;   // [H, D, Mp] transposed output accumulators
   float* st;     // [kTile, Mp] logits of one head, token-major, then softmax weights
   float* wmx;    // [H, Mp] running max
   float* wsum;   // [H, Mp] running denominator
@@ -125,8 +127,8 @@ struct Scratch {
     const int64_t md = up(max_m * d), ms = up(max_m * kTile), m1 = up(max_m),
                   td = up(kTile * d), wc = up(WideColumns(max_m)),
                   mp = (max_m + kMaxLanes - 1) / kMaxLanes * kMaxLanes;
-    buf.Reserve(static_cast<size_t>(2 * md + ms + 3 * m1 + 2 * td + wc * d + kTile * mp +
-                                    2 * wc + mp));
+    buf.Reserve(
+        static_cast<size_t>(2 * md + ms + 3 * m1 + 2 * td + 2 * wc * d + kTile * mp + 2 * wc + mp));
     float* p = buf.data();
     q = p, p += md;
     acc = p, p += md;
@@ -137,6 +139,7 @@ struct Scratch {
     kf = p, p += td;
     vf = p, p += td;
     qt = p, p += wc * d;
+    acct = p, p += wc * d;
     st = p, p += kTile * mp;
     wmx = p, p += wc;
     wsum = p, p += wc;
@@ -509,8 +512,8 @@ HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t
   }
 }
 
-// acc[j, d : d + kGroupVecs*N) += sum_t P[j, t] V_t[same] for kQ queries, one group.
-// P[j, t] = p[j * pj + t * pt]: query-major (direct items) or token-major (wide items).
+// acc[j, d : d + kGroupVecs*N) += sum_t P[j, t] V_t[same] for kQ queries, one group;
+// P[j, t] = p[j * kTile + t].
 // On 16-register targets kQ = 4 needs 16 accumulators + 4 decoded + 1 weight, so GCC
 // spills five accumulators. Measured and not kept: the group in two half passes (8
 // accumulators, each V row read twice, weights broadcast twice), 0.91-0.98x on
@@ -518,9 +521,8 @@ HWY_INLINE void QkTile(DF df, const float* q, int64_t M, size_t D, const uint8_t
 // for the natural-order decodes, groups of 3 vectors (12 accumulators, no spill):
 // 0.88-0.97x there, 1.00x at 9/3/64 (fp8).
 template <KvKind kKind, int kQ>
-HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt,
-                        const uint8_t* const* rows, int n, float* HWY_RESTRICT acc, size_t D,
-                        size_t d, LineStream* ls) {
+HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, const uint8_t* const* rows, int n,
+                        float* HWY_RESTRICT acc, size_t D, size_t d, LineStream* ls) {
   const size_t N = hn::Lanes(df);
   hn::Vec<DF> a[kQ][kGroupVecs];
   for (int j = 0; j < kQ; ++j)
@@ -529,7 +531,7 @@ HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt
     hn::Vec<DF> x[kGroupVecs];
     DecodeGroup<kKind>(df, rows[t], d, x);
     for (int j = 0; j < kQ; ++j) {
-      const auto w = hn::Set(df, p[j * pj + t * pt]);
+      const auto w = hn::Set(df, p[j * kTile + t]);
       for (int v = 0; v < kGroupVecs; ++v) a[j][v] = hn::MulAdd(w, x[v], a[j][v]);
     }
     if (ls != nullptr && (t & 3) == 3) ls->Step();
@@ -539,42 +541,41 @@ HWY_INLINE void PvGroup(DF df, const float* HWY_RESTRICT p, size_t pj, size_t pt
 }
 
 template <KvKind kKind, int kQ>
-HWY_INLINE void PvRows(DF df, const float* p, size_t pj, size_t pt, const uint8_t* const* rows,
-                       int n, float* acc, size_t D, LineStream* ls) {
+HWY_INLINE void PvRows(DF df, const float* p, const uint8_t* const* rows, int n, float* acc,
+                       size_t D, LineStream* ls) {
   const size_t N = hn::Lanes(df);
   size_t d = 0;
   for (; d + kGroupVecs * N <= D; d += kGroupVecs * N) {
-    PvGroup<kKind, kQ>(df, p, pj, pt, rows, n, acc, D, d, ls);
+    PvGroup<kKind, kQ>(df, p, rows, n, acc, D, d, ls);
   }
   for (; d + N <= D; d += N) {
     hn::Vec<DF> a[kQ];
     for (int j = 0; j < kQ; ++j) a[j] = hn::LoadU(df, acc + j * D + d);
     for (int t = 0; t < n; ++t) {
       const auto x = LoadKv<kKind>(df, rows[t], d);
-      for (int j = 0; j < kQ; ++j) a[j] = hn::MulAdd(hn::Set(df, p[j * pj + t * pt]), x, a[j]);
+      for (int j = 0; j < kQ; ++j) a[j] = hn::MulAdd(hn::Set(df, p[j * kTile + t]), x, a[j]);
     }
     for (int j = 0; j < kQ; ++j) hn::StoreU(a[j], df, acc + j * D + d);
   }
   for (; d < D; ++d) {
     for (int t = 0; t < n; ++t) {
       const float x = LoadKvScalar<kKind>(rows[t], d);
-      for (int j = 0; j < kQ; ++j) acc[j * D + d] += p[j * pj + t * pt] * x;
+      for (int j = 0; j < kQ; ++j) acc[j * D + d] += p[j * kTile + t] * x;
     }
   }
 }
 
 template <KvKind kKind>
-HWY_INLINE void PvTile(DF df, const float* p, size_t pj, size_t pt, int64_t M,
-                       const uint8_t* const* rows, int n, float* acc, size_t D,
-                       LineStream* ls = nullptr) {
+HWY_INLINE void PvTile(DF df, const float* p, int64_t M, const uint8_t* const* rows, int n,
+                       float* acc, size_t D, LineStream* ls = nullptr) {
   int64_t m = 0;
   for (; m + 4 <= M; m += 4) {
-    PvRows<kKind, 4>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls);
+    PvRows<kKind, 4>(df, p + m * kTile, rows, n, acc + m * D, D, ls);
   }
   switch (M - m) {
-    case 3: PvRows<kKind, 3>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls); break;
-    case 2: PvRows<kKind, 2>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls); break;
-    case 1: PvRows<kKind, 1>(df, p + m * pj, pj, pt, rows, n, acc + m * D, D, ls); break;
+    case 3: PvRows<kKind, 3>(df, p + m * kTile, rows, n, acc + m * D, D, ls); break;
+    case 2: PvRows<kKind, 2>(df, p + m * kTile, rows, n, acc + m * D, D, ls); break;
+    case 1: PvRows<kKind, 1>(df, p + m * kTile, rows, n, acc + m * D, D, ls); break;
     default: break;
   }
 }
@@ -688,16 +689,41 @@ HWY_INLINE void ScaleRows(DF df, int64_t M, size_t D, const float* alpha, float*
 // token-major, S^T[t, :] = sum_d K[t, d] * Q^T[d, :]: a broadcast K element times a vector of
 // queries, so no dot product needs a horizontal reduction (the direct path pays one per
 // query and token). The softmax then runs down the token rows one vector of queries at a
-// time, and P.V broadcasts P^T[t, j] exactly as the direct path broadcasts P[j, t].
+// time, and P.V is transposed too: O^T[d, :] += V[t, d] * P^T[t, :], a broadcast V element
+// times a vector of weights, into accumulators [D, Mp] that go back to rows once per item.
+// Against P.V on rows (PvTile over the decoded tile, broadcasting P^T[t, j]; on AVX2 its
+// 4 x 4 accumulators spill) the prefill ran 1.08-1.24x faster (q_len 512, ctx 512 / 2K,
+// bf16 and fp8, 2 cores, calls alternated), with the same bits (same operations in the
+// same order per output element).
 
-// Tokens per register block: kWideT x 2 accumulators plus the query vectors must fit the
-// register file (32 vectors on AVX-512 and NEON, 16 on SSE/AVX2).
+// Register blocks: kWideT rows (tokens of S^T, head_dim elements of O^T) x kWideV vectors of
+// query columns, plus kWideV loaded vectors and one broadcast, fill the register file:
+// 4 x 3 + 3 + 1 = 16 on SSE/AVX2, 8 x 2 + 2 + 1 of AVX-512's and NEON's 32. On AVX2 the
+// 12 independent FMA chains of 4 x 3 beat 4 x 2's eight (two FMAs per cycle of latency 4
+// leave no slack at eight): prefill 1.03-1.10x (q_len 512, ctx 512 / 2K / 8K, bf16 and fp8).
 static_assert(HWY_MAX_BYTES / sizeof(float) <= attention_detail::kMaxLanes);
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
 constexpr int kWideT = 4;
+constexpr int kWideV = 3;
 #else
 constexpr int kWideT = 8;
+constexpr int kWideV = 2;
 #endif
+
+// Calls block(c, kV) for column blocks [c, c + kV * N) covering [0, Mp) (Mp a multiple of
+// N): blocks of kWideV vectors, then the remainder in one block.
+template <class Block>
+HWY_INLINE void ForColumnBlocks(size_t N, size_t Mp, const Block& block) {
+  size_t c = 0;
+  for (; c + kWideV * N <= Mp; c += kWideV * N) block(c, std::integral_constant<int, kWideV>());
+  if constexpr (kWideV > 2) {
+    if (c + 2 * N <= Mp) {
+      block(c, std::integral_constant<int, 2>());
+      c += 2 * N;
+    }
+  }
+  if (c < Mp) block(c, std::integral_constant<int, 1>());
+}
 
 // st[t, 0 : kV*N) = sum_d kf[t, d] * qt[d, 0 : kV*N) for kWideT tokens.
 template <int kV>
@@ -725,12 +751,54 @@ HWY_INLINE void WideQkTile(DF df, const float* kf, size_t D, const float* qt, si
                            float* st) {
   const size_t N = hn::Lanes(df);
   for (int t = 0; t < n; t += kWideT) {
-    size_t c = 0;
-    for (; c + 2 * N <= Mp; c += 2 * N) {
-      WideQkBlock<2>(df, kf + t * D, D, qt + c, Mp, st + t * Mp + c);
-    }
-    if (c < Mp) WideQkBlock<1>(df, kf + t * D, D, qt + c, Mp, st + t * Mp + c);
+    ForColumnBlocks(N, Mp, [&](size_t c, auto kv) {
+      WideQkBlock<decltype(kv)::value>(df, kf + t * D, D, qt + c, Mp, st + t * Mp + c);
+    });
   }
+}
+
+// acct[i, 0 : kV*N) = acct[i, ...] * alpha[0 : kV*N) + sum_{t < n} vf[t, i] * st[t, 0 : kV*N)
+// for i < kD (acct, vf and st offset by the caller to the block's element and columns): the
+// running rescale and one FMA per token in token order, as PvGroup does on rows.
+template <int kD, int kV>
+HWY_INLINE void WidePvBlock(DF df, const float* HWY_RESTRICT st, size_t Mp,
+                            const float* HWY_RESTRICT vf, size_t D, int n,
+                            const float* HWY_RESTRICT alpha, float* HWY_RESTRICT acct) {
+  const size_t N = hn::Lanes(df);
+  hn::Vec<DF> acc[kD][kV];
+  for (int v = 0; v < kV; ++v) {
+    const auto a = hn::Load(df, alpha + v * N);
+    for (int i = 0; i < kD; ++i) acc[i][v] = hn::Mul(hn::Load(df, acct + i * Mp + v * N), a);
+  }
+  for (int t = 0; t < n; ++t) {
+    hn::Vec<DF> p[kV];
+    for (int v = 0; v < kV; ++v) p[v] = hn::Load(df, st + t * Mp + v * N);
+    for (int i = 0; i < kD; ++i) {
+      const auto x = hn::Set(df, vf[t * D + i]);
+      for (int v = 0; v < kV; ++v) acc[i][v] = hn::MulAdd(x, p[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < kD; ++i)
+    for (int v = 0; v < kV; ++v) hn::Store(acc[i][v], df, acct + i * Mp + v * N);
+}
+
+template <int kD>
+HWY_INLINE void WidePvRows(DF df, const float* st, size_t Mp, const float* vf, size_t D, int n,
+                           const float* alpha, float* acct) {
+  ForColumnBlocks(hn::Lanes(df), Mp, [&](size_t c, auto kv) {
+    WidePvBlock<kD, decltype(kv)::value>(df, st + c, Mp, vf, D, n, alpha + c, acct + c);
+  });
+}
+
+// One head's transposed accumulators acct [D, Mp]: rescaled by the tile's alpha and
+// advanced by its n tokens (weights st [n, Mp], decoded V rows vf [n, D]).
+HWY_INLINE void WidePvTile(DF df, const float* st, size_t Mp, const float* vf, size_t D, int n,
+                           const float* alpha, float* acct) {
+  size_t d = 0;
+  for (; d + kWideT <= D; d += kWideT) {
+    WidePvRows<kWideT>(df, st, Mp, vf + d, D, n, alpha, acct + d * Mp);
+  }
+  for (; d < D; ++d) WidePvRows<1>(df, st, Mp, vf + d, D, n, alpha, acct + d * Mp);
 }
 
 // The online softmax of SoftmaxTile, vectorized over query columns: st[t, c] for t < n is
@@ -939,7 +1007,6 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   const uint8_t* slot_buf[2][kTile];  // this tile's and the next tile's slots
   const uint8_t* krows[kTile];
   const uint8_t* vrows[kTile];
-  const uint8_t* vf_rows[kTile];
   // Items stream the cache and prefetch it in software; without that the hardware
   // prefetchers leave an fp8 decode at 3.5-4.5 GB/s per core (its slots are 2 KiB: two
   // tokens, read interleaved, share each 4 KiB page). Three schemes, chosen by measurement
@@ -966,7 +1033,6 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
   //    1.05x / 1.07x at ctx 8K and 0.98x / 0.99x at ctx 512.
   const bool stream_tiles = !wide && (H == 1 || H * head_bytes <= kStreamMaxSlotBytes);
   LineStream stream;
-  for (int t = 0; t < kTile; ++t) vf_rows[t] = reinterpret_cast<const uint8_t*>(sc.vf + t * D);
   const size_t ud = static_cast<size_t>(D);
 
   // Wide items: each head's queries transposed into Mp columns (zero padding, empty ranges).
@@ -999,6 +1065,7 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
       sc.wlo[c] = real ? lo[c] : 0;
       sc.whi[c] = real ? hi[c] : 0;
     }
+    std::fill(sc.acct, sc.acct + H * D * Mp, 0.0f);
     std::fill(sc.wmx, sc.wmx + H * Mp, -std::numeric_limits<float>::infinity());
     std::fill(sc.wsum, sc.wsum + H * Mp, 0.0f);
   }
@@ -1062,30 +1129,35 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
           }
         }
       }
-      float* acc = sc.acc + hh * Mh * D;
       if (wide) {
         DecodeTile<kKind>(df, krows, n, ud, sc.kf);
         const int n_up = (n + kWideT - 1) / kWideT * kWideT;
         std::fill(sc.kf + n * D, sc.kf + n_up * D, 0.0f);  // rows WideQkTile computes unused
         WideQkTile(df, sc.kf, ud, sc.qt + hh * D * Mp, Mp, n, sc.st);
-        WideSoftmax(df, Mp, t0, n, sc.wlo, sc.whi, softmax_scales, sc.st,
-                    sc.wmx + hh * Mp, sc.wsum + hh * Mp, sc.walpha);
-        ScaleRows(df, Mh, ud, sc.walpha, acc);
+        WideSoftmax(df, Mp, t0, n, sc.wlo, sc.whi, softmax_scales, sc.st, sc.wmx + hh * Mp,
+                    sc.wsum + hh * Mp, sc.walpha);
         DecodeTile<kKind>(df, vrows, n, ud, sc.vf);
-        PvTile<KvKind::kF32>(df, sc.st, 1, Mp, Mh, vf_rows, n, acc, ud);
+        WidePvTile(df, sc.st, Mp, sc.vf, ud, n, sc.walpha, sc.acct + hh * D * Mp);
       } else {
         float* mx = sc.mx + hh * Mh;
         float* sum = sc.sum + hh * Mh;
         LineStream* ls = stream_tiles ? &stream : nullptr;
         QkTile<kKind>(df, sc.q + hh * Mh * D, Mh, ud, krows, n, sc.s, ls);
         SoftmaxTile(df, Mh, t0, n, lo, hi, softmax_scales, sc.s, mx, sum, sc.alpha);
+        float* acc = sc.acc + hh * Mh * D;
         ScaleRows(df, Mh, ud, sc.alpha, acc);
-        PvTile<kKind>(df, sc.s, kTile, 1, Mh, vrows, n, acc, ud, ls);
+        PvTile<kKind>(df, sc.s, Mh, vrows, n, acc, ud, ls);
       }
     }
     if (stream_tiles) stream.Finish();
   }
   if (wide) {  // back to the per-query state layout the finalization below reads
+    for (int64_t hh = 0; hh < H; ++hh) {
+      const float* src = sc.acct + hh * D * Mp;
+      float* dst = sc.acc + hh * Mh * D;
+      for (int64_t m = 0; m < Mh; ++m)
+        for (int64_t d = 0; d < D; ++d) dst[m * D + d] = src[d * Mp + m];
+    }
     for (int64_t hh = 0; hh < H; ++hh) {
       std::copy(sc.wmx + hh * Mp, sc.wmx + hh * Mp + Mh, sc.mx + hh * Mh);
       std::copy(sc.wsum + hh * Mp, sc.wsum + hh * Mp + Mh, sc.sum + hh * Mh);

@@ -617,6 +617,21 @@ std::vector<RpaCase> HardCases() {
     c.sliding_window = 17;
     add(c);
   }
+  {  // head_dim 18: a part vector and a scalar tail in every loop over head_dim (not a
+     // multiple of 4 or 8 lanes, nor of the wide path's 4- or 8-row blocks); decode rows
+     // take the direct path, the chunks of 30, 40 and 70 rows (G = 2: 60, 80 and 140 query
+     // columns) the wide one, in column blocks of every width.
+    RpaCase c = ThreeBuckets("head_dim_18_tails", {{1, 90}, {1, 5}, {40, 100}, {30, 70}, {70, 70}});
+    c.num_q_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 18;
+    c.fill = Fill::kSigned;
+    c.q_magnitude = c.kv_magnitude = 2.0f;
+    add(c);
+    c.name = "head_dim_18_tails_e5m2";
+    c.kv_dtype = DType::kFloat8E5M2;
+    add(c);
+  }
   {  // head_dim 256, one KV head (G = 4), f32 queries on an fp8 cache with scales.
     RpaCase c = ThreeBuckets("d256_f32q_e4m3_scaled", {{1, 130}, {1, 1}, {12, 77}, {5, 260}});
     c.num_q_heads = 4;
