@@ -18,7 +18,7 @@
 //     next head's lines in one burst, or for single-head items the next tile spread over
 //     the compute (see stream_tiles in ComputeItemT).
 //   wide (Mh > kDirectMaxM: prefill row tiles, large G): the tile is decoded once into f32
-//     scratch and the queries sit in SIMD lanes (see WideQkBlock): no reductions.
+//     scratch and the queries sit in SIMD lanes (see WideOuterBlock): no reductions.
 // An item covers a range of KV heads, so each token's slot (the K and V of those heads,
 // adjacent in the cache) is read front to back and a page is one contiguous stream.
 //
@@ -725,24 +725,33 @@ HWY_INLINE void ForColumnBlocks(size_t N, size_t Mp, const Block& block) {
   if (c < Mp) block(c, std::integral_constant<int, 1>());
 }
 
-// st[t, 0 : kV*N) = sum_d kf[t, d] * qt[d, 0 : kV*N) for kWideT tokens.
-template <int kV>
-HWY_INLINE void WideQkBlock(DF df, const float* HWY_RESTRICT kf, size_t D,
-                            const float* HWY_RESTRICT qt, size_t Mp, float* HWY_RESTRICT st) {
+// The wide path's register block, an outer-product update of kR rows by kV vectors of query
+// columns over K steps: c[r, :] = c0[r, :] + sum_{k < K} A[r, k] * b[k, :], where A[r, k] =
+// a[r * a_r + k * a_k] is broadcast and b[k, :] (stride Mp) loaded; every (r, v) is one FMA
+// chain in k order. c0 = 0 without `scale`, else c[r, :] * scale[:] (the online softmax's
+// rescale of the accumulators before a tile's tokens are added).
+template <int kR, int kV>
+HWY_INLINE void WideOuterBlock(DF df, const float* HWY_RESTRICT a, size_t a_r, size_t a_k,
+                               const float* HWY_RESTRICT b, size_t Mp, size_t K,
+                               const float* HWY_RESTRICT scale, float* HWY_RESTRICT c) {
   const size_t N = hn::Lanes(df);
-  hn::Vec<DF> acc[kWideT][kV];
-  for (int t = 0; t < kWideT; ++t)
-    for (int v = 0; v < kV; ++v) acc[t][v] = hn::Zero(df);
-  for (size_t d = 0; d < D; ++d) {
-    hn::Vec<DF> qv[kV];
-    for (int v = 0; v < kV; ++v) qv[v] = hn::Load(df, qt + d * Mp + v * N);
-    for (int t = 0; t < kWideT; ++t) {
-      const auto k = hn::Set(df, kf[t * D + d]);
-      for (int v = 0; v < kV; ++v) acc[t][v] = hn::MulAdd(k, qv[v], acc[t][v]);
+  hn::Vec<DF> acc[kR][kV];
+  for (int v = 0; v < kV; ++v) {
+    const auto sv = scale != nullptr ? hn::Load(df, scale + v * N) : hn::Zero(df);
+    for (int r = 0; r < kR; ++r) {
+      acc[r][v] = scale != nullptr ? hn::Mul(hn::Load(df, c + r * Mp + v * N), sv) : hn::Zero(df);
     }
   }
-  for (int t = 0; t < kWideT; ++t)
-    for (int v = 0; v < kV; ++v) hn::Store(acc[t][v], df, st + t * Mp + v * N);
+  for (size_t k = 0; k < K; ++k) {
+    hn::Vec<DF> bv[kV];
+    for (int v = 0; v < kV; ++v) bv[v] = hn::Load(df, b + k * Mp + v * N);
+    for (int r = 0; r < kR; ++r) {
+      const auto x = hn::Set(df, a[r * a_r + k * a_k]);
+      for (int v = 0; v < kV; ++v) acc[r][v] = hn::MulAdd(x, bv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < kR; ++r)
+    for (int v = 0; v < kV; ++v) hn::Store(acc[r][v], df, c + r * Mp + v * N);
 }
 
 // Logits of tokens [0, n) of the decoded tile against one head's Mp query columns. Rows up to
@@ -750,43 +759,23 @@ HWY_INLINE void WideQkBlock(DF df, const float* HWY_RESTRICT kf, size_t D,
 HWY_INLINE void WideQkTile(DF df, const float* kf, size_t D, const float* qt, size_t Mp, int n,
                            float* st) {
   const size_t N = hn::Lanes(df);
+  // st[t, :] = sum_d kf[t, d] * qt[d, :] for kWideT tokens at a time.
   for (int t = 0; t < n; t += kWideT) {
     ForColumnBlocks(N, Mp, [&](size_t c, auto kv) {
-      WideQkBlock<decltype(kv)::value>(df, kf + t * D, D, qt + c, Mp, st + t * Mp + c);
+      WideOuterBlock<kWideT, decltype(kv)::value>(df, kf + t * D, D, 1, qt + c, Mp, D, nullptr,
+                                                  st + t * Mp + c);
     });
   }
 }
 
-// acct[i, 0 : kV*N) = acct[i, ...] * alpha[0 : kV*N) + sum_{t < n} vf[t, i] * st[t, 0 : kV*N)
-// for i < kD (acct, vf and st offset by the caller to the block's element and columns): the
-// running rescale and one FMA per token in token order, as PvGroup does on rows.
-template <int kD, int kV>
-HWY_INLINE void WidePvBlock(DF df, const float* HWY_RESTRICT st, size_t Mp,
-                            const float* HWY_RESTRICT vf, size_t D, int n,
-                            const float* HWY_RESTRICT alpha, float* HWY_RESTRICT acct) {
-  const size_t N = hn::Lanes(df);
-  hn::Vec<DF> acc[kD][kV];
-  for (int v = 0; v < kV; ++v) {
-    const auto a = hn::Load(df, alpha + v * N);
-    for (int i = 0; i < kD; ++i) acc[i][v] = hn::Mul(hn::Load(df, acct + i * Mp + v * N), a);
-  }
-  for (int t = 0; t < n; ++t) {
-    hn::Vec<DF> p[kV];
-    for (int v = 0; v < kV; ++v) p[v] = hn::Load(df, st + t * Mp + v * N);
-    for (int i = 0; i < kD; ++i) {
-      const auto x = hn::Set(df, vf[t * D + i]);
-      for (int v = 0; v < kV; ++v) acc[i][v] = hn::MulAdd(x, p[v], acc[i][v]);
-    }
-  }
-  for (int i = 0; i < kD; ++i)
-    for (int v = 0; v < kV; ++v) hn::Store(acc[i][v], df, acct + i * Mp + v * N);
-}
-
+// acct[d + i, :] = acct[d + i, :] * alpha + sum_{t < n} vf[t, d + i] * st[t, :] for i < kD:
+// the running rescale, then one FMA per token in token order, as PvGroup does on rows.
 template <int kD>
 HWY_INLINE void WidePvRows(DF df, const float* st, size_t Mp, const float* vf, size_t D, int n,
                            const float* alpha, float* acct) {
   ForColumnBlocks(hn::Lanes(df), Mp, [&](size_t c, auto kv) {
-    WidePvBlock<kD, decltype(kv)::value>(df, st + c, Mp, vf, D, n, alpha + c, acct + c);
+    WideOuterBlock<kD, decltype(kv)::value>(df, vf, 1, D, st + c, Mp, static_cast<size_t>(n),
+                                            alpha + c, acct + c);
   });
 }
 
