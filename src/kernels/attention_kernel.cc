@@ -970,7 +970,8 @@ void ComputeItemT(const AttentionKernelArgs& a, const AttentionWorkItem& it, Scr
     sc.mx[m] = -std::numeric_limits<float>::infinity();
     sc.sum[m] = 0.0f;
   }
-  std::fill(sc.acc, sc.acc + M * D, 0.0f);
+  // Wide items accumulate in acct and write every acc row once at the end.
+  if (!wide) std::fill(sc.acc, sc.acc + M * D, 0.0f);
 
   const int32_t kv_lo = *std::min_element(lo, lo + Mh);
   const int32_t kv_hi = *std::max_element(hi, hi + Mh);
